@@ -1,0 +1,565 @@
+/* klaunch.h - the hand-written runtime under klaunch's generated launchers.
+ *
+ * USE
+ *   In exactly one C or C++ file of your program:
+ *       #define KLAUNCH_IMPLEMENTATION
+ *       #include "klaunch/klaunch.h"
+ *   Everywhere else include the generated header of a kernel family
+ *   (e.g. "klaunch/paged_decode.h"); it includes this file.
+ *
+ *       kl_cuda_backend cuda;                        // klaunch/cuda_backend.h
+ *       kl_module mod;
+ *       kl_kernel k;
+ *       if (kl_cuda_backend_init(&cuda, 0) != KL_SUCCESS ||
+ *           kl_module_load_file(&cuda.base, "paged_decode_gqa8_d128.fatbin", &mod) != KL_SUCCESS ||
+ *           kl_paged_decode_attn_bf16_gqa_get(&k, &mod) != KL_SUCCESS) {
+ *           fprintf(stderr, "%s\n", kl_last_error_message());
+ *           return 1;
+ *       }
+ *       kl_status st = kl_paged_decode_attn_bf16_gqa(&k, q, kc, vc, out, tables, lens,
+ *           max_blocks, num_seqs, 32, 4, 128, 16, 0.088f, 4096, 0, stream);
+ *
+ * OVERRIDABLE MACROS (define before the first include)
+ *   KL_MAX_CONSTS        compile-time constants a module may carry (default 8)
+ *   KL_MODULE_INFO_BYTES size of the metadata text read from a module (4096)
+ *
+ * ERROR REPORTING
+ *   Every function returns a kl_status (see KL_STATUS_LIST below) and never
+ *   exits, aborts or launches something it refused. On failure the full
+ *   message (kernel, parameter, value, spec file:line) is kept per thread:
+ *   kl_last_error_message(). kl_set_error_callback() also receives it.
+ *
+ * BACKENDS
+ *   Launchers go through a kl_backend: klaunch/cuda_backend.h (the CUDA
+ *   driver, loaded with dlopen) or klaunch/record_backend.h (keeps every
+ *   launch in memory, for tests and dry runs).
+ */
+#ifndef KLAUNCH_KLAUNCH_H
+#define KLAUNCH_KLAUNCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Generated headers refuse to compile against another runtime ABI. */
+#define KL_RUNTIME_ABI 1
+
+#ifndef KL_MAX_CONSTS
+#define KL_MAX_CONSTS 8
+#endif
+#ifndef KL_MODULE_INFO_BYTES
+#define KL_MODULE_INFO_BYTES 4096
+#endif
+/* Name of the device global each klaunch fatbin carries its metadata in. */
+#define KL_MODULE_INFO_SYMBOL "kl__module_info"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- statuses: the one list ------------------------------------------- */
+#define KL_STATUS_LIST(X)                                                                   \
+    X(KL_SUCCESS, "success")                                                                \
+    X(KL_ERROR_INVALID_ARGUMENT, "invalid argument to a klaunch function")                  \
+    X(KL_ERROR_NULL_POINTER, "a device pointer argument is NULL")                           \
+    X(KL_ERROR_OVERFLOW, "a launch value overflows its integer width")                      \
+    X(KL_ERROR_DIVISION_BY_ZERO, "a launch expression divides by zero")                     \
+    X(KL_ERROR_GRID_LIMIT, "a grid dimension exceeds the CUDA limit")                       \
+    X(KL_ERROR_BLOCK_LIMIT, "the block exceeds the CUDA or kernel thread limit")            \
+    X(KL_ERROR_SHARED_MEMORY_LIMIT, "dynamic shared memory exceeds the kernel's limit")     \
+    X(KL_ERROR_PRECONDITION, "a launcher precondition does not hold")                       \
+    X(KL_ERROR_VARIANT_MISMATCH, "the loaded kernel variant does not fit these arguments")  \
+    X(KL_ERROR_KERNEL_NOT_LOADED, "the kernel handle was not loaded")                       \
+    X(KL_ERROR_KERNEL_NOT_FOUND, "the module has no kernel with that entry symbol")         \
+    X(KL_ERROR_FAMILY_MISMATCH, "the module belongs to another kernel family")              \
+    X(KL_ERROR_MODULE_INFO, "the module has no or malformed klaunch metadata")              \
+    X(KL_ERROR_INVALID_IMAGE, "the image is not a loadable kernel image")                   \
+    X(KL_ERROR_FILE_IO, "a file could not be read")                                         \
+    X(KL_ERROR_NO_DRIVER, "the CUDA driver library could not be loaded")                    \
+    X(KL_ERROR_NO_DEVICE, "no such CUDA device")                                            \
+    X(KL_ERROR_DRIVER, "a CUDA driver call failed")                                         \
+    X(KL_ERROR_LAUNCH_FAILED, "the kernel launch failed")                                   \
+    X(KL_ERROR_OUT_OF_MEMORY, "out of memory")                                              \
+    X(KL_ERROR_CAPACITY, "the recording backend is full")                                   \
+    X(KL_ERROR_LAYOUT_MISMATCH, "the compiled kernel's parameters differ from its spec")    \
+    X(KL_ERROR_STALE_FATBIN, "the fatbin was built from another version of the spec")       \
+    X(KL_ERROR_UNSUPPORTED, "the driver or device cannot do what was asked")
+
+typedef enum kl_status {
+#define KL__STATUS_ENUM(name, text) name,
+    KL_STATUS_LIST(KL__STATUS_ENUM)
+#undef KL__STATUS_ENUM
+    KL_STATUS_COUNT
+} kl_status;
+
+const char *kl_status_name(kl_status status);   /* "KL_ERROR_GRID_LIMIT" */
+const char *kl_status_string(kl_status status); /* one-line description */
+/* The full message of the last failure on the calling thread ("" if none). */
+const char *kl_last_error_message(void);
+kl_status kl_last_error(void);
+typedef void (*kl_error_callback)(kl_status status, const char *message, void *user);
+/* Called on every failure, on the failing thread, after the message is kept. */
+void kl_set_error_callback(kl_error_callback callback, void *user);
+
+/* ---- argument types ---------------------------------------------------- */
+/* CUstream and cudaStream_t convert to this without a cast. */
+typedef struct CUstream_st *kl_stream;
+/* Element types of typed device pointers; only their size matters here. */
+typedef struct kl_bf16 { uint16_t bits; } kl_bf16;
+typedef struct kl_f16 { uint16_t bits; } kl_f16;
+typedef struct kl_fp8_e4m3 { uint8_t bits; } kl_fp8_e4m3;
+
+typedef enum kl_param_kind {
+    KL_PARAM_PTR = 0, /* 8-byte device pointer */
+    KL_PARAM_U32 = 1,
+    KL_PARAM_U64 = 2,
+    KL_PARAM_F32 = 3,
+    KL_PARAM_I32 = 4,
+    KL_PARAM_BOOL = 5 /* passed to the kernel as a u32 0 or 1 */
+} kl_param_kind;
+
+/* One kernel argument as the compiled kernel sees it. */
+typedef struct kl_param_info {
+    const char *name;
+    kl_param_kind kind;
+    uint32_t offset; /* byte offset in the kernel's parameter buffer */
+    uint32_t size;   /* bytes */
+} kl_param_info;
+
+/* One checked expression of a launcher (grid, block, shared memory,
+ * precondition), kept for error messages. */
+typedef struct kl_check_info {
+    const char *what;    /* "grid.x", "block.x", "shared_bytes", "precondition" */
+    const char *expr;    /* the expression as written in the spec */
+    const char *message; /* the spec's message for a precondition, or NULL */
+    uint32_t line, col;  /* position of the expression in the spec */
+    uint32_t num_args;   /* launcher arguments the expression reads ... */
+    const char *const *arg_names; /* ... their names (values come at failure) */
+} kl_check_info;
+
+/* Everything the generator knows about one launcher. */
+typedef struct kl_kernel_desc {
+    const char *launcher;  /* C name without the kl_ prefix */
+    const char *entry;     /* kernel entry symbol in the fatbin */
+    const char *family;    /* spec family; must match the module's */
+    const char *spec_file; /* e.g. "specs/paged_decode.yaml" */
+    uint32_t spec_line;
+    const char *spec_hash; /* hash of the spec file the header came from */
+    const kl_param_info *params; /* kernel arguments, in order */
+    uint32_t num_params;
+    uint32_t param_bytes; /* total size of the kernel's parameter buffer */
+    const kl_check_info *checks;
+    uint32_t num_checks;
+    const char *const *const_names; /* family constants the launcher reads */
+    uint32_t num_consts;
+    uint32_t max_dynamic_shared; /* opt-in above the default, 0 for none */
+} kl_kernel_desc;
+
+/* ---- modules, kernels, backends --------------------------------------- */
+struct kl_backend;
+
+typedef struct kl_module {
+    struct kl_backend *backend;
+    void *handle; /* backend's module handle */
+    char family[64];
+    char variant[64];
+    char spec_hash[80];
+    char source_hash[80];
+    uint32_t num_consts;
+    char const_names[KL_MAX_CONSTS][48];
+    int64_t const_values[KL_MAX_CONSTS];
+    uint32_t magic;
+} kl_module;
+
+typedef struct kl_kernel {
+    const kl_kernel_desc *desc;
+    const struct kl_backend *backend;
+    void *fn;                    /* backend's function handle */
+    uint32_t max_threads;        /* the function's own threads-per-block limit */
+    uint32_t max_dynamic_shared; /* the function's dynamic shared memory limit */
+    int64_t consts[KL_MAX_CONSTS]; /* desc->const_names[i] -> value in the loaded variant */
+    const kl_module *module;
+    uint32_t magic;
+} kl_kernel;
+
+/* What a backend receives for one launch. */
+typedef struct kl_launch {
+    const kl_kernel *kernel;
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint32_t shared_bytes;
+    kl_stream stream;
+    void **args; /* one pointer per kernel argument, as cuLaunchKernel takes them */
+} kl_launch;
+
+typedef struct kl_func_attrs {
+    uint32_t max_threads;
+    uint32_t max_dynamic_shared;
+} kl_func_attrs;
+
+typedef struct kl_backend_ops {
+    const char *name;
+    kl_status (*module_load)(struct kl_backend *be, const void *image, size_t size, void **handle);
+    void (*module_unload)(struct kl_backend *be, void *handle);
+    /* Copies the module's KL_MODULE_INFO_SYMBOL text (NUL-terminated) into buf. */
+    kl_status (*module_info)(struct kl_backend *be, void *handle, char *buf, size_t cap);
+    /* Looks up desc->entry, checks it against desc, fills attrs. */
+    kl_status (*function_get)(struct kl_backend *be, void *module_handle, const kl_kernel_desc *desc,
+                              void **fn, kl_func_attrs *attrs);
+    kl_status (*launch)(const struct kl_backend *be, const kl_launch *launch);
+} kl_backend_ops;
+
+/* Concrete backends embed this as their first member. */
+typedef struct kl_backend {
+    const kl_backend_ops *ops;
+} kl_backend;
+
+/* Loads a fatbin (or, for the recording backend, a metadata text) and reads
+ * its klaunch metadata: family, variant, hashes and constants. */
+kl_status kl_module_load(kl_backend *backend, const void *image, size_t size, kl_module *out);
+kl_status kl_module_load_file(kl_backend *backend, const char *path, kl_module *out);
+void kl_module_unload(kl_module *module);
+/* Value of a module constant; returns 0 when the module does not define it. */
+int kl_module_const(const kl_module *module, const char *name, int64_t *value);
+/* Generated kl_<launcher>_get() functions call this. */
+kl_status kl_kernel_get(kl_kernel *out, const kl_module *module, const kl_kernel_desc *desc);
+
+/* ---- private helpers used by generated code ---------------------------- */
+#define KL__MODULE_MAGIC 0x6b6c6d64u /* "klmd" */
+#define KL__KERNEL_MAGIC 0x6b6c6b6eu /* "klkn" */
+#define KL__GRID_X_MAX 2147483647u
+#define KL__GRID_YZ_MAX 65535u
+#define KL__BLOCK_XY_MAX 1024u
+#define KL__BLOCK_Z_MAX 64u
+#define KL__THREADS_MAX 1024u
+
+/* Each returns nonzero on overflow. */
+#if defined(__GNUC__) || defined(__clang__)
+static inline int kl__add(uint64_t a, uint64_t b, uint64_t *r) { return __builtin_add_overflow(a, b, r); }
+static inline int kl__mul(uint64_t a, uint64_t b, uint64_t *r) { return __builtin_mul_overflow(a, b, r); }
+#else
+static inline int kl__add(uint64_t a, uint64_t b, uint64_t *r) { *r = a + b; return *r < a; }
+static inline int kl__mul(uint64_t a, uint64_t b, uint64_t *r) {
+    *r = a * b;
+    return a != 0 && *r / a != b;
+}
+#endif
+static inline int kl__sub(uint64_t a, uint64_t b, uint64_t *r) { *r = a - b; return b > a; }
+
+/* Failure reporters: format the message, keep it, call the callback, return
+ * the status. Only called on the error path. */
+kl_status kl__fail_kernel(const kl_kernel_desc *desc, const kl_kernel *kernel);
+/* `values` holds the check's arguments, in check->arg_names order; `value`
+ * and `limit` are printed when `has_value` is nonzero. */
+kl_status kl__fail_check(const kl_kernel_desc *desc, kl_status status, uint32_t check,
+                         const uint64_t *values, int has_value, uint64_t value, uint64_t limit);
+kl_status kl__fail_null(const kl_kernel_desc *desc, const char *param);
+kl_status kl__fail(kl_status status, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Is `kernel` a loaded handle made for `desc`? */
+static inline int kl__kernel_ok(const kl_kernel *kernel, const kl_kernel_desc *desc) {
+    return kernel != NULL && kernel->magic == KL__KERNEL_MAGIC && kernel->desc == desc;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KLAUNCH_KLAUNCH_H */
+
+/* ======================================================================== */
+#ifdef KLAUNCH_IMPLEMENTATION
+#ifndef KLAUNCH_IMPLEMENTATION_DONE
+#define KLAUNCH_IMPLEMENTATION_DONE
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__cplusplus) && __cplusplus >= 201103L
+#define KL__THREAD_LOCAL thread_local
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define KL__THREAD_LOCAL _Thread_local
+#else
+#define KL__THREAD_LOCAL __thread
+#endif
+
+static KL__THREAD_LOCAL char kl__last_message[1024];
+static KL__THREAD_LOCAL kl_status kl__last_status;
+static kl_error_callback kl__callback;
+static void *kl__callback_user;
+
+const char *kl_status_name(kl_status status) {
+    switch (status) {
+#define KL__STATUS_NAME(name, text) \
+    case name:                      \
+        return #name;
+        KL_STATUS_LIST(KL__STATUS_NAME)
+#undef KL__STATUS_NAME
+    default:
+        return "KL_UNKNOWN_STATUS";
+    }
+}
+
+const char *kl_status_string(kl_status status) {
+    switch (status) {
+#define KL__STATUS_TEXT(name, text) \
+    case name:                      \
+        return text;
+        KL_STATUS_LIST(KL__STATUS_TEXT)
+#undef KL__STATUS_TEXT
+    default:
+        return "unknown status";
+    }
+}
+
+const char *kl_last_error_message(void) { return kl__last_message; }
+kl_status kl_last_error(void) { return kl__last_status; }
+
+void kl_set_error_callback(kl_error_callback callback, void *user) {
+    kl__callback = callback;
+    kl__callback_user = user;
+}
+
+static kl_status kl__report(kl_status status) {
+    kl__last_status = status;
+    if (kl__callback) kl__callback(status, kl__last_message, kl__callback_user);
+    return status;
+}
+
+kl_status kl__fail(kl_status status, const char *fmt, ...) {
+    int n = snprintf(kl__last_message, sizeof kl__last_message, "%s: ", kl_status_name(status));
+    va_list ap;
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof kl__last_message)
+        vsnprintf(kl__last_message + n, sizeof kl__last_message - (size_t)n, fmt, ap);
+    va_end(ap);
+    return kl__report(status);
+}
+
+kl_status kl__fail_kernel(const kl_kernel_desc *desc, const kl_kernel *kernel) {
+    if (kernel == NULL)
+        return kl__fail(KL_ERROR_KERNEL_NOT_LOADED, "kl_%s: kernel handle is NULL", desc->launcher);
+    if (kernel->magic != KL__KERNEL_MAGIC)
+        return kl__fail(KL_ERROR_KERNEL_NOT_LOADED,
+                        "kl_%s: kernel handle was not loaded (call kl_%s_get first)", desc->launcher,
+                        desc->launcher);
+    return kl__fail(KL_ERROR_INVALID_ARGUMENT,
+                    "kl_%s: kernel handle was loaded for kl_%s (entry %s), not for this launcher",
+                    desc->launcher, kernel->desc ? kernel->desc->launcher : "?",
+                    kernel->desc ? kernel->desc->entry : "?");
+}
+
+kl_status kl__fail_null(const kl_kernel_desc *desc, const char *param) {
+    return kl__fail(KL_ERROR_NULL_POINTER, "kl_%s: parameter %s is NULL [%s:%u]", desc->launcher, param,
+                    desc->spec_file, (unsigned)desc->spec_line);
+}
+
+kl_status kl__fail_check(const kl_kernel_desc *desc, kl_status status, uint32_t check,
+                         const uint64_t *values, int has_value, uint64_t value, uint64_t limit) {
+    const kl_check_info *c = &desc->checks[check];
+    char args[512];
+    size_t used = 0;
+    uint32_t i;
+    args[0] = '\0';
+    for (i = 0; i < c->num_args && used < sizeof args; i++) {
+        int n = snprintf(args + used, sizeof args - used, "%s%s = %llu", i ? ", " : "", c->arg_names[i],
+                         (unsigned long long)values[i]);
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+    if (status == KL_ERROR_PRECONDITION || status == KL_ERROR_VARIANT_MISMATCH) {
+        return kl__fail(status, "kl_%s: precondition `%s` does not hold (%s)%s%s [%s:%u:%u]", desc->launcher,
+                        c->expr, args, c->message ? ": " : "", c->message ? c->message : "", desc->spec_file,
+                        (unsigned)c->line, (unsigned)c->col);
+    }
+    if (status == KL_ERROR_OVERFLOW && !has_value) {
+        return kl__fail(status, "kl_%s: %s = %s overflows 64 bits (%s) [%s:%u:%u]", desc->launcher, c->what,
+                        c->expr, args, desc->spec_file, (unsigned)c->line, (unsigned)c->col);
+    }
+    if (status == KL_ERROR_DIVISION_BY_ZERO) {
+        return kl__fail(status, "kl_%s: %s = %s divides by zero (%s) [%s:%u:%u]", desc->launcher, c->what,
+                        c->expr, args, desc->spec_file, (unsigned)c->line, (unsigned)c->col);
+    }
+    return kl__fail(status, "kl_%s: %s = %s = %llu exceeds %llu (%s) [%s:%u:%u]", desc->launcher, c->what, c->expr,
+                    (unsigned long long)value, (unsigned long long)limit, args, desc->spec_file,
+                    (unsigned)c->line, (unsigned)c->col);
+}
+
+/* Metadata text: lines of "key value"; "const NAME VALUE" may repeat. */
+static kl_status kl__parse_module_info(const char *text, kl_module *m) {
+    const char *p = text;
+    int have_magic = 0;
+    while (*p) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        char line[256];
+        char key[64], a[80], b[80];
+        int n;
+        if (len >= sizeof line) len = sizeof line - 1;
+        memcpy(line, p, len);
+        line[len] = '\0';
+        p = eol ? eol + 1 : p + len;
+        if (line[0] == '\0') continue;
+        a[0] = b[0] = '\0';
+        n = sscanf(line, "%63s %79s %79s", key, a, b);
+        if (n < 2) return kl__fail(KL_ERROR_MODULE_INFO, "module metadata: malformed line '%s'", line);
+        if (strcmp(key, "klaunch-module") == 0) {
+            if (strcmp(a, "1") != 0)
+                return kl__fail(KL_ERROR_MODULE_INFO, "module metadata version %s, this runtime reads 1", a);
+            have_magic = 1;
+        } else if (strcmp(key, "family") == 0) {
+            snprintf(m->family, sizeof m->family, "%s", a);
+        } else if (strcmp(key, "variant") == 0) {
+            snprintf(m->variant, sizeof m->variant, "%s", a);
+        } else if (strcmp(key, "spec_hash") == 0) {
+            snprintf(m->spec_hash, sizeof m->spec_hash, "%s", a);
+        } else if (strcmp(key, "source_hash") == 0) {
+            snprintf(m->source_hash, sizeof m->source_hash, "%s", a);
+        } else if (strcmp(key, "const") == 0) {
+            char *end = NULL;
+            long long v;
+            if (n < 3) return kl__fail(KL_ERROR_MODULE_INFO, "module metadata: constant %s has no value", a);
+            if (m->num_consts >= KL_MAX_CONSTS)
+                return kl__fail(KL_ERROR_MODULE_INFO, "module metadata: more than %d constants (KL_MAX_CONSTS)",
+                                KL_MAX_CONSTS);
+            v = strtoll(b, &end, 0);
+            if (end == b || *end != '\0')
+                return kl__fail(KL_ERROR_MODULE_INFO, "module metadata: constant %s = '%s' is not an integer", a,
+                                b);
+            snprintf(m->const_names[m->num_consts], sizeof m->const_names[0], "%s", a);
+            m->const_values[m->num_consts] = (int64_t)v;
+            m->num_consts++;
+        }
+        /* Unknown keys are left for newer runtimes. */
+    }
+    if (!have_magic) return kl__fail(KL_ERROR_MODULE_INFO, "module metadata lacks its 'klaunch-module 1' line");
+    if (m->family[0] == '\0') return kl__fail(KL_ERROR_MODULE_INFO, "module metadata names no family");
+    return KL_SUCCESS;
+}
+
+kl_status kl_module_load(kl_backend *backend, const void *image, size_t size, kl_module *out) {
+    char info[KL_MODULE_INFO_BYTES];
+    kl_status st;
+    if (out == NULL) return kl__fail(KL_ERROR_INVALID_ARGUMENT, "kl_module_load: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (backend == NULL || backend->ops == NULL)
+        return kl__fail(KL_ERROR_INVALID_ARGUMENT, "kl_module_load: backend is NULL or not initialised");
+    if (image == NULL || size == 0)
+        return kl__fail(KL_ERROR_INVALID_IMAGE,
+                        "kl_module_load: the image is empty (was the fatbin built without a CUDA toolkit?)");
+    st = backend->ops->module_load(backend, image, size, &out->handle);
+    if (st != KL_SUCCESS) return st;
+    info[0] = '\0';
+    st = backend->ops->module_info(backend, out->handle, info, sizeof info);
+    if (st == KL_SUCCESS) st = kl__parse_module_info(info, out);
+    if (st != KL_SUCCESS) {
+        backend->ops->module_unload(backend, out->handle);
+        memset(out, 0, sizeof *out);
+        return st;
+    }
+    out->backend = backend;
+    out->magic = KL__MODULE_MAGIC;
+    return KL_SUCCESS;
+}
+
+kl_status kl_module_load_file(kl_backend *backend, const char *path, kl_module *out) {
+    FILE *f;
+    long len;
+    void *buf;
+    kl_status st;
+    if (out) memset(out, 0, sizeof *out);
+    if (path == NULL) return kl__fail(KL_ERROR_INVALID_ARGUMENT, "kl_module_load_file: path is NULL");
+    f = fopen(path, "rb");
+    if (f == NULL) return kl__fail(KL_ERROR_FILE_IO, "kl_module_load_file: cannot open '%s'", path);
+    if (fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        fclose(f);
+        return kl__fail(KL_ERROR_FILE_IO, "kl_module_load_file: cannot size '%s'", path);
+    }
+    /* One extra NUL byte so a text image stays a C string. */
+    buf = malloc((size_t)len + 1);
+    if (buf == NULL) {
+        fclose(f);
+        return kl__fail(KL_ERROR_OUT_OF_MEMORY, "kl_module_load_file: %ld bytes for '%s'", len, path);
+    }
+    if (len > 0 && fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        fclose(f);
+        free(buf);
+        return kl__fail(KL_ERROR_FILE_IO, "kl_module_load_file: short read of '%s'", path);
+    }
+    fclose(f);
+    ((char *)buf)[len] = '\0';
+    st = kl_module_load(backend, buf, (size_t)len, out);
+    free(buf); /* the driver copies the image */
+    return st;
+}
+
+void kl_module_unload(kl_module *module) {
+    if (module == NULL || module->magic != KL__MODULE_MAGIC) return;
+    module->backend->ops->module_unload(module->backend, module->handle);
+    memset(module, 0, sizeof *module);
+}
+
+int kl_module_const(const kl_module *module, const char *name, int64_t *value) {
+    uint32_t i;
+    if (module == NULL || module->magic != KL__MODULE_MAGIC) return 0;
+    for (i = 0; i < module->num_consts; i++) {
+        if (strcmp(module->const_names[i], name) == 0) {
+            if (value) *value = module->const_values[i];
+            return 1;
+        }
+    }
+    return 0;
+}
+
+kl_status kl_kernel_get(kl_kernel *out, const kl_module *module, const kl_kernel_desc *desc) {
+    kl_func_attrs attrs;
+    void *fn = NULL;
+    kl_status st;
+    uint32_t i;
+    if (out == NULL || desc == NULL) return kl__fail(KL_ERROR_INVALID_ARGUMENT, "kl_kernel_get: NULL argument");
+    memset(out, 0, sizeof *out);
+    if (module == NULL || module->magic != KL__MODULE_MAGIC)
+        return kl__fail(KL_ERROR_INVALID_ARGUMENT, "kl_%s_get: module is NULL or not loaded", desc->launcher);
+    if (strcmp(module->family, desc->family) != 0)
+        return kl__fail(KL_ERROR_FAMILY_MISMATCH,
+                        "kl_%s_get: module is of family '%s' (variant '%s'); this launcher needs family '%s' [%s:%u]",
+                        desc->launcher, module->family, module->variant, desc->family, desc->spec_file,
+                        (unsigned)desc->spec_line);
+    if (desc->num_consts > KL_MAX_CONSTS)
+        return kl__fail(KL_ERROR_INVALID_ARGUMENT, "kl_%s_get: %u constants exceed KL_MAX_CONSTS",
+                        desc->launcher, (unsigned)desc->num_consts);
+    for (i = 0; i < desc->num_consts; i++) {
+        if (!kl_module_const(module, desc->const_names[i], &out->consts[i]))
+            return kl__fail(KL_ERROR_VARIANT_MISMATCH,
+                            "kl_%s_get: module variant '%s' does not define constant %s, which this launcher checks "
+                            "[%s:%u]",
+                            desc->launcher, module->variant, desc->const_names[i], desc->spec_file,
+                            (unsigned)desc->spec_line);
+    }
+    attrs.max_threads = KL__THREADS_MAX;
+    attrs.max_dynamic_shared = 48u * 1024u;
+    st = module->backend->ops->function_get(module->backend, module->handle, desc, &fn, &attrs);
+    if (st != KL_SUCCESS) return st;
+    out->desc = desc;
+    out->backend = module->backend;
+    out->fn = fn;
+    out->max_threads = attrs.max_threads;
+    out->max_dynamic_shared = attrs.max_dynamic_shared;
+    out->module = module;
+    out->magic = KL__KERNEL_MAGIC;
+    return KL_SUCCESS;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KLAUNCH_IMPLEMENTATION_DONE */
+#endif /* KLAUNCH_IMPLEMENTATION */
