@@ -393,10 +393,22 @@ kl_status kl__fail_check(const kl_kernel_desc *desc, kl_status status, uint32_t 
                     (unsigned)c->line, (unsigned)c->col);
 }
 
+/* A field too long for its kl_module slot is an error, not a silent
+ * truncation: truncated names could match the wrong constant or family. */
+static kl_status kl__copy_field(char *dst, size_t cap, const char *key, const char *value) {
+    size_t n = strlen(value);
+    if (n >= cap)
+        return kl__fail(KL_ERROR_MODULE_INFO, "module metadata: %s '%s' is longer than %u characters", key, value,
+                        (unsigned)(cap - 1));
+    memcpy(dst, value, n + 1);
+    return KL_SUCCESS;
+}
+
 /* Metadata text: lines of "key value"; "const NAME VALUE" may repeat. */
 static kl_status kl__parse_module_info(const char *text, kl_module *m) {
     const char *p = text;
     int have_magic = 0;
+    kl_status st = KL_SUCCESS;
     while (*p) {
         const char *eol = strchr(p, '\n');
         size_t len = eol ? (size_t)(eol - p) : strlen(p);
@@ -416,13 +428,13 @@ static kl_status kl__parse_module_info(const char *text, kl_module *m) {
                 return kl__fail(KL_ERROR_MODULE_INFO, "module metadata version %s, this runtime reads 1", a);
             have_magic = 1;
         } else if (strcmp(key, "family") == 0) {
-            snprintf(m->family, sizeof m->family, "%s", a);
+            st = kl__copy_field(m->family, sizeof m->family, key, a);
         } else if (strcmp(key, "variant") == 0) {
-            snprintf(m->variant, sizeof m->variant, "%s", a);
+            st = kl__copy_field(m->variant, sizeof m->variant, key, a);
         } else if (strcmp(key, "spec_hash") == 0) {
-            snprintf(m->spec_hash, sizeof m->spec_hash, "%s", a);
+            st = kl__copy_field(m->spec_hash, sizeof m->spec_hash, key, a);
         } else if (strcmp(key, "source_hash") == 0) {
-            snprintf(m->source_hash, sizeof m->source_hash, "%s", a);
+            st = kl__copy_field(m->source_hash, sizeof m->source_hash, key, a);
         } else if (strcmp(key, "const") == 0) {
             char *end = NULL;
             long long v;
@@ -434,11 +446,13 @@ static kl_status kl__parse_module_info(const char *text, kl_module *m) {
             if (end == b || *end != '\0')
                 return kl__fail(KL_ERROR_MODULE_INFO, "module metadata: constant %s = '%s' is not an integer", a,
                                 b);
-            snprintf(m->const_names[m->num_consts], sizeof m->const_names[0], "%s", a);
+            st = kl__copy_field(m->const_names[m->num_consts], sizeof m->const_names[0], "constant", a);
+            if (st != KL_SUCCESS) return st;
             m->const_values[m->num_consts] = (int64_t)v;
             m->num_consts++;
         }
         /* Unknown keys are left for newer runtimes. */
+        if (st != KL_SUCCESS) return st;
     }
     if (!have_magic) return kl__fail(KL_ERROR_MODULE_INFO, "module metadata lacks its 'klaunch-module 1' line");
     if (m->family[0] == '\0') return kl__fail(KL_ERROR_MODULE_INFO, "module metadata names no family");
