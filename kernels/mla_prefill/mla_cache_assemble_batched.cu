@@ -1,0 +1,70 @@
+#include "klaunch/mla_prefill.cuh"
+
+#include "../common/kl_copy.cuh"
+
+#if !defined(MLA_V_HAS_ROPE)
+#error "klaunch/mla_prefill.cuh did not define MLA_V_HAS_ROPE; regenerate it from specs/mla_prefill.yaml"
+#endif
+
+/* mla_cache_assemble_batched (docs: ../shared/notes/kernel-contract.md, kernel 4)
+ *
+ * kv_latent [num_tokens, kv_lora], k_rope [num_tokens, rope]. Writes the
+ * compressed cache rows, mla_cache_dim = kv_lora + rope wide (a launcher
+ * precondition):
+ *
+ *   k_cache[t] = [kv_latent[t] | k_rope[t]]
+ *   v_cache[t] = [kv_latent[t] | 0]          MLA_V_HAS_ROPE 0 (mistral_small_4)
+ *   v_cache[t] = [kv_latent[t] | k_rope[t]]  MLA_V_HAS_ROPE 1 (deepseek_v4_flash)
+ *
+ * The zeros are +0.0 (all bits clear).
+ *
+ * Geometry (the seed's): grid x = num_tokens (launch-only; the kernel takes
+ * its token from blockIdx.x), block max(mla_cache_dim, 256) threads, at most
+ * 1024 (the launcher checks it), hence the launch bounds.
+ *
+ * A block owns a whole token, so its threads stride over the row in chunks
+ * of W elements: W = 8 (16-byte loads and stores) when the four pointers,
+ * kv_lora and rope are 16-byte aligned (both variants' rows are: 256 or 512
+ * + 64 elements), else the widest of 4, 2, 1 that fits; checked at run time
+ * once per block. A chunk is loaded once and stored to both caches. With W
+ * dividing kv_lora, no chunk straddles the latent / rope boundary.
+ */
+
+template <int W>
+static __device__ __forceinline__ void mla_cache_assemble_batched__row(
+    const __nv_bfloat16 *latent_row, const __nv_bfloat16 *rope_row, __nv_bfloat16 *k_row, __nv_bfloat16 *v_row,
+    uint32_t kv_lora, uint32_t mla_cache_dim) {
+    const uint32_t chunks = mla_cache_dim / W;
+    const uint32_t latent_chunks = kv_lora / W;
+    for (uint32_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+        const uint64_t col = (uint64_t)c * W;
+        if (c < latent_chunks) {
+            const typename kl__bf16_chunk<W>::type v = kl__load_chunk<W>(latent_row + col);
+            kl__store_chunk<W>(k_row + col, v);
+            kl__store_chunk<W>(v_row + col, v);
+        } else {
+            const typename kl__bf16_chunk<W>::type v = kl__load_chunk<W>(rope_row + (col - kv_lora));
+            kl__store_chunk<W>(k_row + col, v);
+            kl__store_chunk<W>(v_row + col, MLA_V_HAS_ROPE ? v : kl__zero_chunk<W>());
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+mla_cache_assemble_batched(const __nv_bfloat16 *kv_latent, const __nv_bfloat16 *k_rope, __nv_bfloat16 *k_cache,
+                           __nv_bfloat16 *v_cache, uint32_t kv_lora, uint32_t rope, uint32_t mla_cache_dim) {
+    const uint64_t t = blockIdx.x;
+    const __nv_bfloat16 *latent_row = kv_latent + t * kv_lora;
+    const __nv_bfloat16 *rope_row = k_rope + t * rope;
+    __nv_bfloat16 *k_row = k_cache + t * mla_cache_dim;
+    __nv_bfloat16 *v_row = v_cache + t * mla_cache_dim;
+    const uint64_t align = kl__addr_bits(kv_latent) | kl__addr_bits(k_rope) | kl__addr_bits(k_cache) |
+                           kl__addr_bits(v_cache) | kl__elem_bits(kv_lora) | kl__elem_bits(rope) |
+                           kl__elem_bits(mla_cache_dim);
+    switch (kl__chunk_width(align)) {
+    case 8: mla_cache_assemble_batched__row<8>(latent_row, rope_row, k_row, v_row, kv_lora, mla_cache_dim); break;
+    case 4: mla_cache_assemble_batched__row<4>(latent_row, rope_row, k_row, v_row, kv_lora, mla_cache_dim); break;
+    case 2: mla_cache_assemble_batched__row<2>(latent_row, rope_row, k_row, v_row, kv_lora, mla_cache_dim); break;
+    default: mla_cache_assemble_batched__row<1>(latent_row, rope_row, k_row, v_row, kv_lora, mla_cache_dim); break;
+    }
+}
