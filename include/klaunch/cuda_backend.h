@@ -1,0 +1,710 @@
+/* cuda_backend.h - the klaunch backend that launches through the CUDA driver.
+ *
+ * The driver is loaded at run time with dlopen("libcuda.so.1"): nothing to
+ * link but -ldl, no CUDA toolkit needed to build, and a program on a machine
+ * without a GPU still starts and gets KL_ERROR_NO_DRIVER.
+ *
+ * USE
+ *   In the one file that defines KLAUNCH_IMPLEMENTATION, include this header
+ *   after klaunch.h (or alone: it includes klaunch.h). Link with -ldl.
+ *
+ *       kl_cuda_backend cuda;
+ *       kl_module mod;
+ *       void *buf;
+ *       if (kl_cuda_backend_init(&cuda, 0) != KL_SUCCESS) {
+ *           fprintf(stderr, "%s\n", kl_last_error_message());  // no driver, no GPU
+ *           return 1;
+ *       }
+ *       kl_module_load_file(&cuda.base, "paged_decode_gqa8_d128.fatbin", &mod);
+ *       kl_cuda_malloc(&cuda, &buf, 1 << 20);
+ *       ...                                     // kl_<launcher>_get, kl_<launcher>
+ *       kl_cuda_synchronize(&cuda);
+ *       kl_cuda_free(&cuda, buf);
+ *       kl_module_unload(&mod);
+ *       kl_cuda_backend_destroy(&cuda);
+ *
+ * CONTEXTS AND THREADS
+ *   init retains the device's primary context (the one the CUDA runtime
+ *   uses, so cudaMalloc'd pointers and cudaStream_t streams work here) and
+ *   makes it current on the calling thread. Module loads, kernel lookups and
+ *   the helpers push it for their own duration, so they work from any
+ *   thread. A launch does nothing but call cuLaunchKernel: launch from a
+ *   thread where the primary context is current (init's thread, or any
+ *   thread the CUDA runtime has used on this device), or get
+ *   KL_ERROR_LAUNCH_FAILED naming CUDA_ERROR_INVALID_CONTEXT.
+ *
+ * ERROR REPORTING
+ *   As klaunch.h: every function returns a kl_status and keeps the message,
+ *   with the driver's error name and description, in
+ *   kl_last_error_message(). No driver: KL_ERROR_NO_DRIVER; no such device:
+ *   KL_ERROR_NO_DEVICE; an image the device cannot run:
+ *   KL_ERROR_INVALID_IMAGE; a module without klaunch metadata:
+ *   KL_ERROR_MODULE_INFO; a kernel whose parameters differ from its spec
+ *   (checked with cuFuncGetParamInfo where the driver has it):
+ *   KL_ERROR_LAYOUT_MISMATCH.
+ */
+#ifndef KLAUNCH_CUDA_BACKEND_H
+#define KLAUNCH_CUDA_BACKEND_H
+
+#include "klaunch/klaunch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The driver types this header needs, declared here rather than taken from
+ * cuda.h (the runtime builds without a toolkit). Private names, so a file
+ * may include cuda.h too; the struct tags are cuda.h's own. */
+typedef int kl__cu_result;
+typedef int kl__cu_device;
+typedef unsigned long long kl__cu_deviceptr;
+typedef struct CUctx_st *kl__cu_context;
+typedef struct CUmod_st *kl__cu_module;
+typedef struct CUfunc_st *kl__cu_function;
+
+/* Driver entry points, resolved by their exported (versioned) names. */
+typedef struct kl__cuda_api {
+    kl__cu_result (*init)(unsigned int flags);
+    kl__cu_result (*device_get_count)(int *count);
+    kl__cu_result (*device_get)(kl__cu_device *dev, int ordinal);
+    kl__cu_result (*device_get_name)(char *name, int len, kl__cu_device dev);
+    kl__cu_result (*device_get_attribute)(int *value, int attrib, kl__cu_device dev);
+    kl__cu_result (*primary_ctx_retain)(kl__cu_context *ctx, kl__cu_device dev);
+    kl__cu_result (*primary_ctx_release)(kl__cu_device dev);
+    kl__cu_result (*ctx_get_current)(kl__cu_context *ctx);
+    kl__cu_result (*ctx_set_current)(kl__cu_context ctx);
+    kl__cu_result (*ctx_push_current)(kl__cu_context ctx);
+    kl__cu_result (*ctx_pop_current)(kl__cu_context *ctx);
+    kl__cu_result (*ctx_synchronize)(void);
+    kl__cu_result (*module_load_data)(kl__cu_module *mod, const void *image);
+    kl__cu_result (*module_unload)(kl__cu_module mod);
+    kl__cu_result (*module_get_global)(kl__cu_deviceptr *dptr, size_t *bytes, kl__cu_module mod, const char *name);
+    kl__cu_result (*module_get_function)(kl__cu_function *fn, kl__cu_module mod, const char *name);
+    kl__cu_result (*func_get_attribute)(int *value, int attrib, kl__cu_function fn);
+    kl__cu_result (*func_set_attribute)(kl__cu_function fn, int attrib, int value);
+    /* Optional (drivers of CUDA 12.4 and newer); NULL skips the layout check. */
+    kl__cu_result (*func_get_param_info)(kl__cu_function fn, size_t index, size_t *offset, size_t *size);
+    kl__cu_result (*launch_kernel)(kl__cu_function fn, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
+                                   unsigned int block_x, unsigned int block_y, unsigned int block_z,
+                                   unsigned int shared_bytes, kl_stream stream, void **params, void **extra);
+    kl__cu_result (*mem_alloc)(kl__cu_deviceptr *dptr, size_t bytes);
+    kl__cu_result (*mem_free)(kl__cu_deviceptr dptr);
+    kl__cu_result (*memcpy_htod)(kl__cu_deviceptr dst, const void *src, size_t bytes);
+    kl__cu_result (*memcpy_dtoh)(void *dst, kl__cu_deviceptr src, size_t bytes);
+    kl__cu_result (*memset_d8)(kl__cu_deviceptr dst, unsigned char value, size_t count);
+    kl__cu_result (*get_error_name)(kl__cu_result err, const char **str);
+    kl__cu_result (*get_error_string)(kl__cu_result err, const char **str);
+} kl__cuda_api;
+
+typedef struct kl_cuda_backend {
+    kl_backend base; /* first member: pass &cuda.base where a kl_backend* is wanted */
+    /* private */
+    void *lib;            /* dlopen handle of libcuda.so.1; NULL when not initialised */
+    int ordinal;          /* device ordinal given to init */
+    kl__cu_device device;
+    kl__cu_context ctx;   /* the device's primary context, retained */
+    int cc_major, cc_minor; /* compute capability, for error messages */
+    kl__cuda_api api;
+} kl_cuda_backend;
+
+/* dlopen("libcuda.so.1"), cuInit, cuDeviceGet(device_ordinal), retain the
+ * primary context and make it current on the calling thread. On failure the
+ * struct is left zeroed (destroy and the helpers accept it). */
+kl_status kl_cuda_backend_init(kl_cuda_backend *cb, int device_ordinal);
+/* Releases the primary context. Unload the backend's modules first. */
+void kl_cuda_backend_destroy(kl_cuda_backend *cb);
+/* Any driver entry point by its exported name, e.g. "cuMemAlloc_v2"; NULL
+ * when absent or when cb is not initialised. */
+void *kl_cuda_backend_symbol(const kl_cuda_backend *cb, const char *name);
+
+/* Driver helpers for tests, examples and benchmarks (device pointers as
+ * void*). Copies are synchronous; zero bytes is a no-op (malloc of zero
+ * bytes gives NULL, free of NULL succeeds). */
+kl_status kl_cuda_malloc(kl_cuda_backend *cb, void **dptr, size_t bytes);
+kl_status kl_cuda_free(kl_cuda_backend *cb, void *dptr);
+kl_status kl_cuda_memcpy_htod(kl_cuda_backend *cb, void *dst, const void *src, size_t bytes);
+kl_status kl_cuda_memcpy_dtoh(kl_cuda_backend *cb, void *dst, const void *src, size_t bytes);
+kl_status kl_cuda_memset_d8(kl_cuda_backend *cb, void *dst, unsigned char value, size_t bytes);
+/* Waits for all work on the device's primary context; a kernel fault shows
+ * up here as KL_ERROR_LAUNCH_FAILED. */
+kl_status kl_cuda_synchronize(kl_cuda_backend *cb);
+kl_status kl_cuda_device_name(kl_cuda_backend *cb, char *buf, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KLAUNCH_CUDA_BACKEND_H */
+
+/* ======================================================================== */
+#ifdef KLAUNCH_IMPLEMENTATION
+#ifndef KLAUNCH_CUDA_BACKEND_IMPLEMENTATION_DONE
+#define KLAUNCH_CUDA_BACKEND_IMPLEMENTATION_DONE
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Values from cuda.h (CUDA 13.0; stable since they were introduced). */
+#define KL__CUDA_SUCCESS 0
+#define KL__CUDA_ERROR_INVALID_VALUE 1
+#define KL__CUDA_ERROR_OUT_OF_MEMORY 2
+#define KL__CUDA_ERROR_NO_DEVICE 100
+#define KL__CUDA_ERROR_INVALID_DEVICE 101
+#define KL__CUDA_ERROR_INVALID_IMAGE 200
+#define KL__CUDA_ERROR_INVALID_CONTEXT 201
+#define KL__CUDA_ERROR_NO_BINARY_FOR_GPU 209
+#define KL__CUDA_ERROR_INVALID_PTX 218
+#define KL__CUDA_ERROR_JIT_COMPILER_NOT_FOUND 221
+#define KL__CUDA_ERROR_UNSUPPORTED_PTX_VERSION 222
+#define KL__CUDA_ERROR_INVALID_SOURCE 300
+#define KL__CUDA_ERROR_NOT_FOUND 500
+#define KL__CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK 0
+#define KL__CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
+#define KL__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
+#define KL__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
+#define KL__FATBIN_MAGIC 0xBA55ED50u
+
+static const struct {
+    const char *name;
+    size_t offset;
+    int optional;
+} kl__cuda_symbols[] = {
+    {"cuInit", offsetof(kl__cuda_api, init), 0},
+    {"cuDeviceGetCount", offsetof(kl__cuda_api, device_get_count), 0},
+    {"cuDeviceGet", offsetof(kl__cuda_api, device_get), 0},
+    {"cuDeviceGetName", offsetof(kl__cuda_api, device_get_name), 0},
+    {"cuDeviceGetAttribute", offsetof(kl__cuda_api, device_get_attribute), 0},
+    {"cuDevicePrimaryCtxRetain", offsetof(kl__cuda_api, primary_ctx_retain), 0},
+    {"cuDevicePrimaryCtxRelease_v2", offsetof(kl__cuda_api, primary_ctx_release), 0},
+    {"cuCtxGetCurrent", offsetof(kl__cuda_api, ctx_get_current), 0},
+    {"cuCtxSetCurrent", offsetof(kl__cuda_api, ctx_set_current), 0},
+    {"cuCtxPushCurrent_v2", offsetof(kl__cuda_api, ctx_push_current), 0},
+    {"cuCtxPopCurrent_v2", offsetof(kl__cuda_api, ctx_pop_current), 0},
+    {"cuCtxSynchronize", offsetof(kl__cuda_api, ctx_synchronize), 0},
+    {"cuModuleLoadData", offsetof(kl__cuda_api, module_load_data), 0},
+    {"cuModuleUnload", offsetof(kl__cuda_api, module_unload), 0},
+    {"cuModuleGetGlobal_v2", offsetof(kl__cuda_api, module_get_global), 0},
+    {"cuModuleGetFunction", offsetof(kl__cuda_api, module_get_function), 0},
+    {"cuFuncGetAttribute", offsetof(kl__cuda_api, func_get_attribute), 0},
+    {"cuFuncSetAttribute", offsetof(kl__cuda_api, func_set_attribute), 0},
+    {"cuFuncGetParamInfo", offsetof(kl__cuda_api, func_get_param_info), 1},
+    {"cuLaunchKernel", offsetof(kl__cuda_api, launch_kernel), 0},
+    {"cuMemAlloc_v2", offsetof(kl__cuda_api, mem_alloc), 0},
+    {"cuMemFree_v2", offsetof(kl__cuda_api, mem_free), 0},
+    {"cuMemcpyHtoD_v2", offsetof(kl__cuda_api, memcpy_htod), 0},
+    {"cuMemcpyDtoH_v2", offsetof(kl__cuda_api, memcpy_dtoh), 0},
+    {"cuMemsetD8_v2", offsetof(kl__cuda_api, memset_d8), 0},
+    {"cuGetErrorName", offsetof(kl__cuda_api, get_error_name), 0},
+    {"cuGetErrorString", offsetof(kl__cuda_api, get_error_string), 0},
+};
+
+/* "CUDA_ERROR_INVALID_IMAGE (device kernel image is invalid)" */
+static void kl__cuda_error_text(const kl_cuda_backend *cb, kl__cu_result r, char *buf, size_t cap) {
+    const char *name = NULL, *desc = NULL;
+    if (cb->api.get_error_name) cb->api.get_error_name(r, &name);
+    if (cb->api.get_error_string) cb->api.get_error_string(r, &desc);
+    if (name)
+        snprintf(buf, cap, "%s (%s)", name, desc ? desc : "no description");
+    else
+        snprintf(buf, cap, "CUresult %d", r);
+}
+
+/* kl__fail with ": <driver error>" appended. Error path only. */
+static kl_status kl__cuda_fail(const kl_cuda_backend *cb, kl_status status, kl__cu_result r, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+static kl_status kl__cuda_fail(const kl_cuda_backend *cb, kl_status status, kl__cu_result r, const char *fmt, ...) {
+    char what[640], err[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    kl__cuda_error_text(cb, r, err, sizeof err);
+    return kl__fail(status, "%s: %s", what, err);
+}
+
+/* Out of memory and kernel faults (sticky errors that later calls return)
+ * have statuses of their own; anything else is `otherwise`. */
+static kl_status kl__cuda_status(kl__cu_result r, kl_status otherwise) {
+    switch (r) {
+    case KL__CUDA_ERROR_OUT_OF_MEMORY:
+        return KL_ERROR_OUT_OF_MEMORY;
+    case 700: /* ILLEGAL_ADDRESS */
+    case 701: /* LAUNCH_OUT_OF_RESOURCES */
+    case 702: /* LAUNCH_TIMEOUT */
+    case 710: /* ASSERT */
+    case 714: /* HARDWARE_STACK_ERROR */
+    case 715: /* ILLEGAL_INSTRUCTION */
+    case 716: /* MISALIGNED_ADDRESS */
+    case 717: /* INVALID_ADDRESS_SPACE */
+    case 718: /* INVALID_PC */
+    case 719: /* LAUNCH_FAILED */
+        return KL_ERROR_LAUNCH_FAILED;
+    default:
+        return otherwise;
+    }
+}
+
+/* Makes the backend's context current for one call, from any thread. */
+static kl_status kl__cuda_enter(const kl_cuda_backend *cb, const char *what) {
+    kl__cu_result r;
+    if (cb == NULL || cb->lib == NULL || cb->ctx == NULL)
+        return kl__fail(KL_ERROR_INVALID_ARGUMENT, "%s: the CUDA backend is NULL or not initialised", what);
+    r = cb->api.ctx_push_current(cb->ctx);
+    if (r != KL__CUDA_SUCCESS) return kl__cuda_fail(cb, KL_ERROR_DRIVER, r, "%s: cuCtxPushCurrent", what);
+    return KL_SUCCESS;
+}
+
+static void kl__cuda_leave(const kl_cuda_backend *cb) {
+    kl__cu_context ctx;
+    cb->api.ctx_pop_current(&ctx);
+}
+
+static uint64_t kl__load_le(const unsigned char *p, int bytes) {
+    uint64_t v = 0;
+    int i;
+    for (i = bytes - 1; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+/* cuModuleLoadData takes no size: it reads a fatbin or ELF image as far as
+ * its headers say, and anything else as NUL-terminated PTX. Refuse images
+ * whose headers point past their end; *needs_nul says the text has none. */
+static kl_status kl__cuda_check_image(const unsigned char *b, size_t size, int *needs_nul) {
+    *needs_nul = 0;
+    if (size >= 16 && kl__load_le(b, 4) == KL__FATBIN_MAGIC) {
+        uint64_t header = kl__load_le(b + 6, 2), body = kl__load_le(b + 8, 8);
+        if (header > size || body > size - header)
+            return kl__fail(KL_ERROR_INVALID_IMAGE,
+                            "kl_module_load: truncated fatbin: its header says %llu bytes, the image has %lu",
+                            (unsigned long long)(header + body), (unsigned long)size);
+        return KL_SUCCESS;
+    }
+    if (size >= 4 && b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F') {
+        uint64_t shoff, shentsize, shnum;
+        if (size < 64 || b[4] != 2)
+            return kl__fail(KL_ERROR_INVALID_IMAGE, "kl_module_load: ELF image of %lu bytes is not a 64-bit cubin",
+                            (unsigned long)size);
+        shoff = kl__load_le(b + 0x28, 8);
+        shentsize = kl__load_le(b + 0x3a, 2);
+        shnum = kl__load_le(b + 0x3c, 2);
+        if (shoff > size || shentsize * shnum > size - shoff)
+            return kl__fail(KL_ERROR_INVALID_IMAGE,
+                            "kl_module_load: truncated cubin: its section headers end past the image's %lu bytes",
+                            (unsigned long)size);
+        return KL_SUCCESS;
+    }
+    *needs_nul = memchr(b, '\0', size) == NULL;
+    return KL_SUCCESS;
+}
+
+static kl_status kl__cuda_module_load(kl_backend *be, const void *image, size_t size, void **handle) {
+    const kl_cuda_backend *cb = (const kl_cuda_backend *)be;
+    kl__cu_module mod = NULL;
+    kl__cu_result r;
+    kl_status st;
+    int needs_nul;
+    char *copy = NULL;
+    st = kl__cuda_check_image((const unsigned char *)image, size, &needs_nul);
+    if (st != KL_SUCCESS) return st;
+    if (needs_nul) {
+        copy = (char *)malloc(size + 1);
+        if (copy == NULL)
+            return kl__fail(KL_ERROR_OUT_OF_MEMORY, "kl_module_load: %lu bytes to terminate a PTX image",
+                            (unsigned long)size + 1);
+        memcpy(copy, image, size);
+        copy[size] = '\0';
+        image = copy;
+    }
+    st = kl__cuda_enter(cb, "kl_module_load");
+    if (st == KL_SUCCESS) {
+        r = cb->api.module_load_data(&mod, image);
+        kl__cuda_leave(cb);
+        switch (r) {
+        case KL__CUDA_SUCCESS:
+            *handle = mod;
+            break;
+        case KL__CUDA_ERROR_INVALID_IMAGE:
+        case KL__CUDA_ERROR_NO_BINARY_FOR_GPU:
+        case KL__CUDA_ERROR_INVALID_PTX:
+        case KL__CUDA_ERROR_JIT_COMPILER_NOT_FOUND:
+        case KL__CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+        case KL__CUDA_ERROR_INVALID_SOURCE:
+            st = kl__cuda_fail(cb, KL_ERROR_INVALID_IMAGE, r,
+                               "kl_module_load: the driver cannot load this %lu-byte image on device %d (sm_%d%d)",
+                               (unsigned long)size, cb->ordinal, cb->cc_major, cb->cc_minor);
+            break;
+        default:
+            st = kl__cuda_fail(cb, kl__cuda_status(r, KL_ERROR_DRIVER), r, "kl_module_load: cuModuleLoadData");
+            break;
+        }
+    }
+    free(copy);
+    return st;
+}
+
+static void kl__cuda_module_unload(kl_backend *be, void *handle) {
+    const kl_cuda_backend *cb = (const kl_cuda_backend *)be;
+    if (kl__cuda_enter(cb, "kl_module_unload") != KL_SUCCESS) return;
+    cb->api.module_unload((kl__cu_module)handle);
+    kl__cuda_leave(cb);
+}
+
+static kl_status kl__cuda_module_info(kl_backend *be, void *handle, char *buf, size_t cap) {
+    const kl_cuda_backend *cb = (const kl_cuda_backend *)be;
+    kl__cu_deviceptr dptr = 0;
+    size_t bytes = 0;
+    kl__cu_result r;
+    kl_status st = kl__cuda_enter(cb, "kl_module_load");
+    if (st != KL_SUCCESS) return st;
+    r = cb->api.module_get_global(&dptr, &bytes, (kl__cu_module)handle, KL_MODULE_INFO_SYMBOL);
+    if (r == KL__CUDA_ERROR_NOT_FOUND) {
+        st = kl__fail(KL_ERROR_MODULE_INFO,
+                      "kl_module_load: the module has no %s: not a klaunch fatbin (kernels must include their "
+                      "family's generated .cuh)",
+                      KL_MODULE_INFO_SYMBOL);
+    } else if (r != KL__CUDA_SUCCESS) {
+        st = kl__cuda_fail(cb, KL_ERROR_DRIVER, r, "kl_module_load: cuModuleGetGlobal(%s)", KL_MODULE_INFO_SYMBOL);
+    } else if (bytes == 0 || bytes > cap) {
+        st = kl__fail(KL_ERROR_MODULE_INFO, "kl_module_load: %s is %lu bytes; this runtime reads 1 to %lu",
+                      KL_MODULE_INFO_SYMBOL, (unsigned long)bytes, (unsigned long)cap);
+    } else {
+        r = cb->api.memcpy_dtoh(buf, dptr, bytes);
+        if (r != KL__CUDA_SUCCESS) {
+            st = kl__cuda_fail(cb, kl__cuda_status(r, KL_ERROR_DRIVER), r, "kl_module_load: reading %s",
+                               KL_MODULE_INFO_SYMBOL);
+        } else if (buf[bytes - 1] != '\0') {
+            /* The generated .cuh defines it as a string, NUL included. */
+            if (bytes == cap)
+                st = kl__fail(KL_ERROR_MODULE_INFO, "kl_module_load: %s is not NUL-terminated within %lu bytes",
+                              KL_MODULE_INFO_SYMBOL, (unsigned long)cap);
+            else
+                buf[bytes] = '\0';
+        }
+    }
+    kl__cuda_leave(cb);
+    return st;
+}
+
+/* The compiled kernel's parameters against the spec's, where the driver
+ * can say (cuFuncGetParamInfo): a stale fatbin or a hand-edited kernel
+ * would otherwise read its arguments from the wrong bytes. */
+static kl_status kl__cuda_check_layout(const kl_cuda_backend *cb, kl__cu_function fn, const kl_kernel_desc *desc) {
+    size_t offset, size;
+    kl__cu_result r;
+    uint32_t i;
+    if (cb->api.func_get_param_info == NULL) return KL_SUCCESS;
+    for (i = 0; i < desc->num_params; i++) {
+        const kl_param_info *p = &desc->params[i];
+        r = cb->api.func_get_param_info(fn, i, &offset, &size);
+        if (r == KL__CUDA_ERROR_INVALID_VALUE)
+            return kl__fail(KL_ERROR_LAYOUT_MISMATCH,
+                            "kl_%s_get: kernel %s has %u parameters; the spec has %u [%s:%u]", desc->launcher,
+                            desc->entry, (unsigned)i, (unsigned)desc->num_params, desc->spec_file,
+                            (unsigned)desc->spec_line);
+        if (r != KL__CUDA_SUCCESS)
+            return kl__cuda_fail(cb, KL_ERROR_DRIVER, r, "kl_%s_get: cuFuncGetParamInfo(%s, %u)", desc->launcher,
+                                 desc->entry, (unsigned)i);
+        if (offset != p->offset || size != p->size)
+            return kl__fail(KL_ERROR_LAYOUT_MISMATCH,
+                            "kl_%s_get: kernel %s takes parameter %u (%s) at offset %lu, %lu bytes; the spec says "
+                            "offset %u, %u bytes [%s:%u]",
+                            desc->launcher, desc->entry, (unsigned)i, p->name, (unsigned long)offset,
+                            (unsigned long)size, (unsigned)p->offset, (unsigned)p->size, desc->spec_file,
+                            (unsigned)desc->spec_line);
+    }
+    if (cb->api.func_get_param_info(fn, desc->num_params, &offset, &size) == KL__CUDA_SUCCESS)
+        return kl__fail(KL_ERROR_LAYOUT_MISMATCH, "kl_%s_get: kernel %s has more than the spec's %u parameters [%s:%u]",
+                        desc->launcher, desc->entry, (unsigned)desc->num_params, desc->spec_file,
+                        (unsigned)desc->spec_line);
+    return KL_SUCCESS;
+}
+
+static kl_status kl__cuda_function_get_in_ctx(const kl_cuda_backend *cb, kl__cu_module mod,
+                                              const kl_kernel_desc *desc, void **fn_out, kl_func_attrs *attrs) {
+    kl__cu_function fn = NULL;
+    int threads = 0, shared = 0;
+    kl_status st;
+    kl__cu_result r = cb->api.module_get_function(&fn, mod, desc->entry);
+    if (r == KL__CUDA_ERROR_NOT_FOUND)
+        return kl__fail(KL_ERROR_KERNEL_NOT_FOUND, "kl_%s_get: the module has no kernel '%s' [%s:%u]",
+                        desc->launcher, desc->entry, desc->spec_file, (unsigned)desc->spec_line);
+    if (r != KL__CUDA_SUCCESS)
+        return kl__cuda_fail(cb, KL_ERROR_DRIVER, r, "kl_%s_get: cuModuleGetFunction(%s)", desc->launcher,
+                             desc->entry);
+    st = kl__cuda_check_layout(cb, fn, desc);
+    if (st != KL_SUCCESS) return st;
+    if (desc->max_dynamic_shared > 0) {
+        r = cb->api.func_set_attribute(fn, KL__CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                       (int)desc->max_dynamic_shared);
+        if (r != KL__CUDA_SUCCESS)
+            return kl__cuda_fail(cb, KL_ERROR_UNSUPPORTED, r,
+                                 "kl_%s_get: device %d (sm_%d%d) cannot give kernel %s %u bytes of dynamic shared "
+                                 "memory",
+                                 desc->launcher, cb->ordinal, cb->cc_major, cb->cc_minor, desc->entry,
+                                 (unsigned)desc->max_dynamic_shared);
+    }
+    r = cb->api.func_get_attribute(&threads, KL__CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn);
+    if (r == KL__CUDA_SUCCESS)
+        r = cb->api.func_get_attribute(&shared, KL__CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, fn);
+    if (r != KL__CUDA_SUCCESS)
+        return kl__cuda_fail(cb, KL_ERROR_DRIVER, r, "kl_%s_get: cuFuncGetAttribute(%s)", desc->launcher,
+                             desc->entry);
+    *fn_out = fn;
+    attrs->max_threads = threads > 0 ? (uint32_t)threads : 0;
+    attrs->max_dynamic_shared = shared > 0 ? (uint32_t)shared : 0;
+    return KL_SUCCESS;
+}
+
+static kl_status kl__cuda_function_get(kl_backend *be, void *module_handle, const kl_kernel_desc *desc, void **fn,
+                                       kl_func_attrs *attrs) {
+    const kl_cuda_backend *cb = (const kl_cuda_backend *)be;
+    kl_status st = kl__cuda_enter(cb, "kl_kernel_get");
+    if (st != KL_SUCCESS) return st;
+    st = kl__cuda_function_get_in_ctx(cb, (kl__cu_module)module_handle, desc, fn, attrs);
+    kl__cuda_leave(cb);
+    return st;
+}
+
+/* Out of line so the launch path stays one driver call and a branch. */
+static kl_status kl__cuda_launch_failed(const kl_cuda_backend *cb, const kl_launch *l, kl__cu_result r) {
+    const kl_kernel_desc *d = l->kernel->desc;
+    return kl__cuda_fail(cb, KL_ERROR_LAUNCH_FAILED, r,
+                         "kl_%s: cuLaunchKernel(%s, grid (%u, %u, %u), block (%u, %u, %u), %u shared bytes)%s",
+                         d->launcher, d->entry, (unsigned)l->grid[0], (unsigned)l->grid[1], (unsigned)l->grid[2],
+                         (unsigned)l->block[0], (unsigned)l->block[1], (unsigned)l->block[2],
+                         (unsigned)l->shared_bytes,
+                         r == KL__CUDA_ERROR_INVALID_CONTEXT
+                             ? " on a thread where the device's primary context is not current"
+                             : "");
+}
+
+static kl_status kl__cuda_launch(const kl_backend *be, const kl_launch *l) {
+    const kl_cuda_backend *cb = (const kl_cuda_backend *)be;
+    kl__cu_result r = cb->api.launch_kernel((kl__cu_function)l->kernel->fn, l->grid[0], l->grid[1], l->grid[2],
+                                            l->block[0], l->block[1], l->block[2], l->shared_bytes, l->stream,
+                                            l->args, NULL);
+    if (r != KL__CUDA_SUCCESS) return kl__cuda_launch_failed(cb, l, r);
+    return KL_SUCCESS;
+}
+
+static const kl_backend_ops kl__cuda_ops = {
+    "cuda",
+    kl__cuda_module_load,
+    kl__cuda_module_unload,
+    kl__cuda_module_info,
+    kl__cuda_function_get,
+    kl__cuda_launch,
+};
+
+kl_status kl_cuda_backend_init(kl_cuda_backend *cb, int device_ordinal) {
+    kl__cu_result r;
+    kl_status st;
+    int count = 0;
+    size_t i;
+    void *lib;
+    if (cb == NULL) return kl__fail(KL_ERROR_INVALID_ARGUMENT, "kl_cuda_backend_init: cb is NULL");
+    memset(cb, 0, sizeof *cb);
+    lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        const char *why = dlerror();
+        return kl__fail(KL_ERROR_NO_DRIVER, "kl_cuda_backend_init: cannot load libcuda.so.1 (%s); is the NVIDIA "
+                                            "driver installed?",
+                        why ? why : "no reason given");
+    }
+    for (i = 0; i < sizeof kl__cuda_symbols / sizeof kl__cuda_symbols[0]; i++) {
+        void *sym = dlsym(lib, kl__cuda_symbols[i].name);
+        if (sym == NULL && !kl__cuda_symbols[i].optional) {
+            dlclose(lib);
+            memset(cb, 0, sizeof *cb);
+            return kl__fail(KL_ERROR_NO_DRIVER, "kl_cuda_backend_init: libcuda.so.1 lacks %s (driver too old?)",
+                            kl__cuda_symbols[i].name);
+        }
+        /* memcpy: ISO C has no conversion from void* to a function pointer. */
+        memcpy((char *)&cb->api + kl__cuda_symbols[i].offset, &sym, sizeof sym);
+    }
+    /* From cuInit on, libcuda.so.1 stays loaded, as the CUDA runtime leaves
+     * it: the driver's own threads may outlive this backend. */
+    cb->lib = lib;
+    cb->ordinal = device_ordinal;
+    r = cb->api.init(0);
+    if (r != KL__CUDA_SUCCESS) {
+        st = kl__cuda_fail(cb, r == KL__CUDA_ERROR_NO_DEVICE ? KL_ERROR_NO_DEVICE : KL_ERROR_NO_DRIVER, r,
+                           "kl_cuda_backend_init: cuInit");
+        memset(cb, 0, sizeof *cb);
+        return st;
+    }
+    r = cb->api.device_get_count(&count);
+    if (r != KL__CUDA_SUCCESS) {
+        st = kl__cuda_fail(cb, KL_ERROR_NO_DEVICE, r, "kl_cuda_backend_init: cuDeviceGetCount");
+        memset(cb, 0, sizeof *cb);
+        return st;
+    }
+    if (device_ordinal < 0 || device_ordinal >= count) {
+        memset(cb, 0, sizeof *cb);
+        return kl__fail(KL_ERROR_NO_DEVICE, "kl_cuda_backend_init: no CUDA device %d (the driver sees %d)",
+                        device_ordinal, count);
+    }
+    r = cb->api.device_get(&cb->device, device_ordinal);
+    if (r != KL__CUDA_SUCCESS) {
+        st = kl__cuda_fail(cb, KL_ERROR_NO_DEVICE, r, "kl_cuda_backend_init: cuDeviceGet(%d)", device_ordinal);
+        memset(cb, 0, sizeof *cb);
+        return st;
+    }
+    cb->api.device_get_attribute(&cb->cc_major, KL__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, cb->device);
+    cb->api.device_get_attribute(&cb->cc_minor, KL__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, cb->device);
+    r = cb->api.primary_ctx_retain(&cb->ctx, cb->device);
+    if (r != KL__CUDA_SUCCESS) {
+        st = kl__cuda_fail(cb, kl__cuda_status(r, KL_ERROR_DRIVER), r,
+                           "kl_cuda_backend_init: cuDevicePrimaryCtxRetain(device %d)", device_ordinal);
+        memset(cb, 0, sizeof *cb);
+        return st;
+    }
+    r = cb->api.ctx_set_current(cb->ctx);
+    if (r != KL__CUDA_SUCCESS) {
+        st = kl__cuda_fail(cb, KL_ERROR_DRIVER, r, "kl_cuda_backend_init: cuCtxSetCurrent(device %d)",
+                           device_ordinal);
+        cb->api.primary_ctx_release(cb->device);
+        memset(cb, 0, sizeof *cb);
+        return st;
+    }
+    cb->base.ops = &kl__cuda_ops;
+    return KL_SUCCESS;
+}
+
+void kl_cuda_backend_destroy(kl_cuda_backend *cb) {
+    kl__cu_context current = NULL;
+    if (cb == NULL || cb->lib == NULL) return;
+    if (cb->ctx != NULL) {
+        /* Undo init's cuCtxSetCurrent: release does not pop it, and a
+         * released context left current would dangle. */
+        if (cb->api.ctx_get_current(&current) == KL__CUDA_SUCCESS && current == cb->ctx)
+            cb->api.ctx_set_current(NULL);
+        cb->api.primary_ctx_release(cb->device);
+    }
+    memset(cb, 0, sizeof *cb);
+}
+
+void *kl_cuda_backend_symbol(const kl_cuda_backend *cb, const char *name) {
+    if (cb == NULL || cb->lib == NULL || name == NULL) return NULL;
+    return dlsym(cb->lib, name);
+}
+
+kl_status kl_cuda_malloc(kl_cuda_backend *cb, void **dptr, size_t bytes) {
+    kl__cu_deviceptr d = 0;
+    kl__cu_result r;
+    kl_status st;
+    if (dptr == NULL) return kl__fail(KL_ERROR_INVALID_ARGUMENT, "kl_cuda_malloc: dptr is NULL");
+    *dptr = NULL;
+    st = kl__cuda_enter(cb, "kl_cuda_malloc");
+    if (st != KL_SUCCESS || bytes == 0) return st;
+    r = cb->api.mem_alloc(&d, bytes);
+    kl__cuda_leave(cb);
+    if (r != KL__CUDA_SUCCESS)
+        return kl__cuda_fail(cb, kl__cuda_status(r, KL_ERROR_DRIVER), r, "kl_cuda_malloc(%lu bytes)",
+                             (unsigned long)bytes);
+    *dptr = (void *)(uintptr_t)d;
+    return KL_SUCCESS;
+}
+
+kl_status kl_cuda_free(kl_cuda_backend *cb, void *dptr) {
+    kl__cu_result r;
+    kl_status st = kl__cuda_enter(cb, "kl_cuda_free");
+    if (st != KL_SUCCESS || dptr == NULL) return st;
+    r = cb->api.mem_free((kl__cu_deviceptr)(uintptr_t)dptr);
+    kl__cuda_leave(cb);
+    if (r != KL__CUDA_SUCCESS)
+        return kl__cuda_fail(cb, kl__cuda_status(r, KL_ERROR_DRIVER), r, "kl_cuda_free(%p)", dptr);
+    return KL_SUCCESS;
+}
+
+kl_status kl_cuda_memcpy_htod(kl_cuda_backend *cb, void *dst, const void *src, size_t bytes) {
+    kl__cu_result r;
+    kl_status st = kl__cuda_enter(cb, "kl_cuda_memcpy_htod");
+    if (st != KL_SUCCESS || bytes == 0) return st;
+    if (dst == NULL || src == NULL) {
+        kl__cuda_leave(cb);
+        return kl__fail(KL_ERROR_INVALID_ARGUMENT, "kl_cuda_memcpy_htod: %s is NULL", dst ? "src" : "dst");
+    }
+    r = cb->api.memcpy_htod((kl__cu_deviceptr)(uintptr_t)dst, src, bytes);
+    kl__cuda_leave(cb);
+    if (r != KL__CUDA_SUCCESS)
+        return kl__cuda_fail(cb, kl__cuda_status(r, KL_ERROR_DRIVER), r, "kl_cuda_memcpy_htod(%lu bytes to %p)",
+                             (unsigned long)bytes, dst);
+    return KL_SUCCESS;
+}
+
+kl_status kl_cuda_memcpy_dtoh(kl_cuda_backend *cb, void *dst, const void *src, size_t bytes) {
+    kl__cu_result r;
+    kl_status st = kl__cuda_enter(cb, "kl_cuda_memcpy_dtoh");
+    if (st != KL_SUCCESS || bytes == 0) return st;
+    if (dst == NULL || src == NULL) {
+        kl__cuda_leave(cb);
+        return kl__fail(KL_ERROR_INVALID_ARGUMENT, "kl_cuda_memcpy_dtoh: %s is NULL", dst ? "src" : "dst");
+    }
+    r = cb->api.memcpy_dtoh(dst, (kl__cu_deviceptr)(uintptr_t)src, bytes);
+    kl__cuda_leave(cb);
+    if (r != KL__CUDA_SUCCESS)
+        return kl__cuda_fail(cb, kl__cuda_status(r, KL_ERROR_DRIVER), r, "kl_cuda_memcpy_dtoh(%lu bytes from %p)",
+                             (unsigned long)bytes, src);
+    return KL_SUCCESS;
+}
+
+kl_status kl_cuda_memset_d8(kl_cuda_backend *cb, void *dst, unsigned char value, size_t bytes) {
+    kl__cu_result r;
+    kl_status st = kl__cuda_enter(cb, "kl_cuda_memset_d8");
+    if (st != KL_SUCCESS || bytes == 0) return st;
+    if (dst == NULL) {
+        kl__cuda_leave(cb);
+        return kl__fail(KL_ERROR_INVALID_ARGUMENT, "kl_cuda_memset_d8: dst is NULL");
+    }
+    r = cb->api.memset_d8((kl__cu_deviceptr)(uintptr_t)dst, value, bytes);
+    kl__cuda_leave(cb);
+    if (r != KL__CUDA_SUCCESS)
+        return kl__cuda_fail(cb, kl__cuda_status(r, KL_ERROR_DRIVER), r, "kl_cuda_memset_d8(%lu bytes at %p)",
+                             (unsigned long)bytes, dst);
+    return KL_SUCCESS;
+}
+
+kl_status kl_cuda_synchronize(kl_cuda_backend *cb) {
+    kl__cu_result r;
+    kl_status st = kl__cuda_enter(cb, "kl_cuda_synchronize");
+    if (st != KL_SUCCESS) return st;
+    r = cb->api.ctx_synchronize();
+    kl__cuda_leave(cb);
+    if (r != KL__CUDA_SUCCESS)
+        return kl__cuda_fail(cb, kl__cuda_status(r, KL_ERROR_DRIVER), r, "kl_cuda_synchronize(device %d)",
+                             cb->ordinal);
+    return KL_SUCCESS;
+}
+
+kl_status kl_cuda_device_name(kl_cuda_backend *cb, char *buf, size_t cap) {
+    kl__cu_result r;
+    kl_status st;
+    if (buf == NULL || cap == 0)
+        return kl__fail(KL_ERROR_INVALID_ARGUMENT, "kl_cuda_device_name: buf is NULL or cap is 0");
+    buf[0] = '\0';
+    st = kl__cuda_enter(cb, "kl_cuda_device_name");
+    if (st != KL_SUCCESS) return st;
+    r = cb->api.device_get_name(buf, cap > (size_t)INT_MAX ? INT_MAX : (int)cap, cb->device);
+    kl__cuda_leave(cb);
+    if (r != KL__CUDA_SUCCESS)
+        return kl__cuda_fail(cb, KL_ERROR_DRIVER, r, "kl_cuda_device_name(device %d)", cb->ordinal);
+    buf[cap - 1] = '\0';
+    return KL_SUCCESS;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KLAUNCH_CUDA_BACKEND_IMPLEMENTATION_DONE */
+#endif /* KLAUNCH_IMPLEMENTATION */
