@@ -1,0 +1,57 @@
+"""kl_family: a spec's generated headers, built by the code generator.
+
+    kl_family(name = "paged_decode", spec = "paged_decode.yaml")
+
+Runs //codegen:klaunch_codegen on the spec and makes
+  :<name>          the genrule: klaunch/<name>.h and klaunch/<name>.cuh
+  :<name>_headers  cc_library of klaunch/<name>.h (deps on //:klaunch), so
+                   `#include "klaunch/<name>.h"` works
+  :<name>_cuh      cc_library of klaunch/<name>.cuh, for kl_fatbin's hdrs
+
+Use it in a package without a committed klaunch/ folder (specs/): the build
+must see only these generated headers, never the committed copies in
+generated/. The spec's `family` must equal `name`.
+"""
+
+_CODEGEN = "//codegen:klaunch_codegen"
+
+def kl_codegen_cmd(args):
+    """A genrule command running the generator with `args` in a scratch copy
+    of the workspace layout (its specs/ holds the spec files, by symlink).
+    $$KL_OUT names that directory afterwards."""
+    return ("KL_OUT=$$(mktemp -d) && mkdir -p $$KL_OUT/specs $$KL_OUT/generated $$KL_OUT/docs && " +
+            "for s in $(SRCS); do ln -s $$PWD/$$s $$KL_OUT/specs/; done && " +
+            "gen=$$PWD/$(location %s) && (cd $$KL_OUT && $$gen %s)") % (_CODEGEN, args)
+
+def kl_family(name, spec, visibility = None):
+    h = "klaunch/%s.h" % name
+    cuh = "klaunch/%s.cuh" % name
+    native.genrule(
+        name = name,
+        srcs = [spec],
+        outs = [h, cuh],
+        tools = [_CODEGEN],
+        # Run as //:generate runs it (--include-dir generated, the spec as
+        # specs/<name>.yaml, paths the generator prints as given) so these
+        # outputs equal the committed copies byte for byte.
+        cmd = kl_codegen_cmd("--include-dir generated $(location %s)" % spec) +
+              " && cp $$KL_OUT/generated/%s $(location %s)" % (h, h) +
+              " && cp $$KL_OUT/generated/%s $(location %s)" % (cuh, cuh),
+        message = "Generating the launchers of %s" % name,
+        visibility = visibility,
+    )
+    native.cc_library(
+        name = name + "_headers",
+        hdrs = [h],
+        # -I (not -isystem, as `includes` would give): warnings in generated
+        # code must reach the -Werror header tests.
+        strip_include_prefix = "",
+        deps = ["//:klaunch"],
+        visibility = visibility,
+    )
+    native.cc_library(
+        name = name + "_cuh",
+        hdrs = [cuh],
+        strip_include_prefix = "",
+        visibility = visibility,
+    )

@@ -1,0 +1,17 @@
+"""rules_cc for offline Bazel 4.2.3: the native rules under rules_cc's names.
+
+Debian's bazel-rules-cc needs a newer Bazel; anything loading
+@rules_cc//cc:defs.bzl (Bazel's own tools do) gets the built-in rules.
+"""
+
+cc_binary = native.cc_binary
+cc_import = native.cc_import
+cc_library = native.cc_library
+cc_test = native.cc_test
+cc_toolchain = native.cc_toolchain
+cc_toolchain_suite = native.cc_toolchain_suite
+cc_proto_library = native.cc_proto_library
+fdo_prefetch_hints = native.fdo_prefetch_hints
+fdo_profile = native.fdo_profile
+objc_library = native.objc_library
+objc_import = native.objc_import
