@@ -1,0 +1,54 @@
+#include "klaunch/paged_decode.cuh"
+
+/* paged_decode_attn_fp8_gqa (docs: ../shared/notes/kernel-contract.md, kernel 12)
+ *
+ * The function of paged_decode_attn_fp8, one block per (kv_head, seq) with
+ * the KV head's DECODE_GQA_PACK_WIDTH query heads in registers, so each K
+ * and V row is read once for the whole group; head dim
+ * DECODE_GQA_PACK_HEAD_DIM. k_scale is folded into q, v_scale into the final
+ * normalisation. How: paged_decode_common.cuh.
+ *
+ * Geometry (the seed's): grid (num_kv_heads, num_seqs), block 256.
+ * 8-byte loads (8 elements a lane: 16 would double the per-lane registers
+ * of q and the accumulators) when both caches are 8-byte aligned and
+ * cache_stride % 8 == 0, element loads otherwise.
+ */
+
+#include "paged_decode_common.cuh"
+
+#if !defined(DECODE_GQA_PACK_WIDTH) || !defined(DECODE_GQA_PACK_HEAD_DIM)
+#error "klaunch/paged_decode.cuh did not define the GQA pack constants; regenerate it from specs/paged_decode.yaml"
+#endif
+
+extern "C" __global__ void __launch_bounds__(PAGED_DECODE__THREADS)
+paged_decode_attn_fp8_gqa(const __nv_bfloat16 *q, const __nv_fp8_e4m3 *k_cache, const __nv_fp8_e4m3 *v_cache,
+                          __nv_bfloat16 *output, const int32_t *block_tables, const int32_t *seq_lens,
+                          uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads,
+                          uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, float k_scale, float v_scale,
+                          uint32_t q_stride, uint64_t cache_stride, uint32_t sliding_window) {
+    constexpr int NH = DECODE_GQA_PACK_WIDTH, HD = DECODE_GQA_PACK_HEAD_DIM;
+    __shared__ paged_decode__gqa_smem<NH, HD> sm;
+    if (head_dim != (uint32_t)HD || num_q_heads != num_kv_heads * (uint32_t)NH || block_size == 0u) return;
+    const uint32_t kvh = blockIdx.x, s = blockIdx.y;
+
+    uint32_t begin, end;
+    paged_decode__range(seq_lens[s], sliding_window, max_blocks_per_seq, block_size, &begin, &end);
+
+    const uint64_t row_stride = (uint64_t)num_kv_heads * HD;
+    const __nv_bfloat16 *q_grp = q + (uint64_t)s * q_stride + (uint64_t)kvh * NH * HD;
+    __nv_bfloat16 *out_grp = output + ((uint64_t)s * num_q_heads + (uint64_t)kvh * NH) * HD;
+    const int32_t *table = block_tables + (uint64_t)s * max_blocks_per_seq;
+    const unsigned char *k_head = reinterpret_cast<const unsigned char *>(k_cache) + (uint64_t)kvh * HD;
+    const unsigned char *v_head = reinterpret_cast<const unsigned char *>(v_cache) + (uint64_t)kvh * HD;
+    const float q_scale = inv_sqrt_d * k_scale * PAGED_DECODE__FP8_UNIT * PAGED_DECODE__LOG2E;
+    const float out_scale = v_scale * PAGED_DECODE__FP8_UNIT;
+
+    const bool vec = HD % 8 == 0 && (cache_stride % 8u) == 0u &&
+                     (((uintptr_t)k_cache | (uintptr_t)v_cache) & 7u) == 0u;
+    if (vec)
+        paged_decode__gqa_core<true, NH, HD, 8>(sm, q_grp, k_head, v_head, out_grp, table, begin, end, block_size,
+                                                cache_stride, row_stride, q_scale, out_scale);
+    else
+        paged_decode__gqa_core<true, NH, HD, 1>(sm, q_grp, k_head, v_head, out_grp, table, begin, end, block_size,
+                                                cache_stride, row_stride, q_scale, out_scale);
+}
