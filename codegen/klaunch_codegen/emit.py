@@ -1,0 +1,265 @@
+"""Rendering: validated specs -> C header, kernel-side header, Markdown reference.
+
+The templates hold the shape of each file; everything computed (C types,
+expression translation, wrapping, escaping) is a Python filter here.
+"""
+
+import os
+import textwrap
+
+import jinja2
+
+from . import REGENERATE_COMMAND, RUNTIME_ABI, __version__
+from . import expr as ex
+from .spec import LauncherResolver
+
+_TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
+
+
+# ---- filters ----------------------------------------------------------------------
+
+
+def c_string(text):
+    """A C string literal (ASCII-safe, no trigraphs)."""
+    out = ['"']
+    for ch in text:
+        o = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "?":
+            out.append("\\?")  # never a trigraph
+        elif 32 <= o < 127:
+            out.append(ch)
+        else:
+            for b in ch.encode("utf-8"):
+                out.append("\\%03o" % b)
+    out.append('"')
+    return "".join(out)
+
+
+def comment_safe(text):
+    return text.replace("*/", "* /")
+
+
+def wrap_lines(text, width=76):
+    """Doc text as lines of at most `width` characters (paragraphs kept)."""
+    lines = []
+    for para in text.strip().split("\n\n"):
+        lines += textwrap.wrap(" ".join(para.split()), width) or [""]
+        lines.append("")
+    return lines[:-1] if lines else []
+
+
+def c_comment(text, indent=""):
+    """Doc text as the inner lines of a /* ... */ block (` * ` prefixed)."""
+    return "\n".join((indent + " * " + l).rstrip() for l in wrap_lines(comment_safe(text)))
+
+
+def wrap_list(items, prefix, suffix, indent="    ", width=110):
+    """prefix + items joined by ', ' + suffix, broken before `width`."""
+    lines, line = [], prefix
+    for i, item in enumerate(items):
+        piece = item + (", " if i + 1 < len(items) else "")
+        if len(line) + len(piece.rstrip()) > width and line.strip() and line != prefix:
+            lines.append(line.rstrip())
+            line = indent
+        line += piece
+    line += suffix
+    lines.append(line)
+    return "\n".join(lines)
+
+
+def c_decl(param):
+    """`const kl_bf16 *q`, `uint32_t n`."""
+    t = param.type.c
+    return t + param.name if t.endswith("*") else "%s %s" % (t, param.name)
+
+
+def cuda_decl(param):
+    t = param.type.cuda
+    return t + param.name if t.endswith("*") else "%s %s" % (t, param.name)
+
+
+def c_int(value):
+    """A C integer constant for a variant constant (signed 64-bit range)."""
+    if -(1 << 31) < value < (1 << 31):
+        return str(value) if value >= 0 else "(%d)" % value
+    return "%dLL" % value if value >= 0 else "(%dLL)" % value
+
+
+def _wrapped(text):
+    """Whether `text` is one parenthesized group: (a) && (b) is not."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return False
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and i + 1 < len(text):
+            return False
+    return True
+
+
+def c_not(text):
+    """The negation of a C condition."""
+    return "!" + (text if _wrapped(text) else "(%s)" % text)
+
+
+def md_escape(text):
+    return text.replace("|", "\\|")
+
+
+def md_code(text):
+    return "`%s`" % text.replace("|", "\\|")
+
+
+# ---- per-launcher view: what the templates read -------------------------------------
+
+
+class CheckView:
+    """One kl_check_info entry and the C that evaluates it."""
+
+    def __init__(self, launcher, check, resolver):
+        self.check = check
+        self.index = check.index
+        self.what = check.what
+        self.text = check.text
+        self.message = check.message
+        self.line, self.col = check.pos
+        self.args = check.args
+        self.args_array = "kl__%s_args%d" % (launcher.name, check.index) if check.args else "NULL"
+        self.status = check.status
+        self.value = check.value
+        self.c = ex.to_c(check.expr.tree, resolver) if check.expr is not None else None
+        self.can_fail = ex.can_fail(check.expr.tree, resolver) if check.expr is not None else False
+        self.values = []
+        for name in check.args:
+            b = resolver(name)
+            if b.kind == "const":
+                self.values.append("(uint64_t)kernel->consts[%d]" % b.const_index)
+            elif b.ptype.name == "i32":
+                self.values.append("(uint64_t)(int64_t)%s" % name)
+            else:
+                self.values.append("(uint64_t)%s" % name)
+
+
+_GRID_LIMIT = {"x": "KL__GRID_X_MAX", "y": "KL__GRID_YZ_MAX", "z": "KL__GRID_YZ_MAX"}
+_BLOCK_LIMIT = {"x": "KL__BLOCK_XY_MAX", "y": "KL__BLOCK_XY_MAX", "z": "KL__BLOCK_Z_MAX"}
+_AXIS = {"x": 0, "y": 1, "z": 2}
+
+
+class LauncherView:
+    def __init__(self, spec, launcher):
+        self.l = launcher
+        self.name = launcher.name
+        self.entry = launcher.entry
+        self.doc = launcher.doc
+        self.line = launcher.pos[0]
+        self.params = launcher.params
+        self.kernel_params = launcher.kernel_params
+        self.param_bytes = launcher.param_bytes
+        self.const_names = launcher.const_names
+        r = LauncherResolver(launcher)
+        self.checks = [CheckView(launcher, c, r) for c in launcher.checks]
+        by_check = {id(c.check): c for c in self.checks}
+        self.preconditions = [by_check[id(c)] for c in launcher.preconditions]
+        self.grid = [(a, _AXIS[a], by_check.get(id(launcher.grid.get(a)))) for a in "xyz"]
+        self.block = [(a, _AXIS[a], by_check.get(id(launcher.block.get(a)))) for a in "xyz"]
+        self.grid_limit = _GRID_LIMIT
+        self.block_limit = _BLOCK_LIMIT
+        self.block_threads = by_check[id(launcher.block_threads)]
+        self.shared = by_check.get(id(launcher.shared)) if launcher.shared is not None else None
+        self.uses_err = any(c.can_fail for c in self.checks)
+        read = set()
+        for c in launcher.checks:
+            read.update(c.args)
+        # prepare() takes what it checks: pointers (NULL) and what expressions read.
+        self.prepare_params = [p for p in launcher.params if p.type.is_pointer or p.name in read]
+        self.unchecked_params = [p for p in launcher.params if p not in self.prepare_params]
+        self.pointers = [p for p in launcher.params if p.type.is_pointer]
+        self.bools = [p for p in launcher.kernel_params if p.type.name == "bool"]
+        # Only extents that can be 0 at run time need the empty-grid test.
+        self.zero_grid_axes = [i for a, i, c in self.grid if c is not None and c.value is None]
+        self.block_axes = [i for a, i, c in self.block if c is not None]
+        self.block_threads_const = None
+        if all(c is None or c.value is not None for _, _, c in self.block):
+            total = 1
+            for _, _, c in self.block:
+                if c is not None:
+                    total *= c.value
+            self.block_threads_const = total
+
+    def c_params(self):
+        return [c_decl(p) for p in self.params]
+
+    def arg_ref(self, p):
+        return "&kl__%s" % p.name if p.type.name == "bool" else "&%s" % p.name
+
+
+def _environment():
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_TEMPLATES),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters.update(
+        c_string=c_string,
+        c_comment=c_comment,
+        comment_safe=comment_safe,
+        wrap_list=wrap_list,
+        wrap_lines=wrap_lines,
+        c_decl=c_decl,
+        cuda_decl=cuda_decl,
+        c_int=c_int,
+        c_not=c_not,
+        md_escape=md_escape,
+        md_code=md_code,
+    )
+    env.globals.update(version=__version__, regenerate=REGENERATE_COMMAND, runtime_abi=RUNTIME_ABI)
+    return env
+
+
+_ENV = None
+
+
+def env():
+    global _ENV
+    if _ENV is None:
+        _ENV = _environment()
+    return _ENV
+
+
+def render_header(spec):
+    launchers = [LauncherView(spec, l) for l in spec.launchers]
+    return env().get_template("header.h.j2").render(
+        spec=spec, launchers=launchers, guard="KLAUNCH_%s_H" % spec.family.upper(), file="klaunch/%s.h" % spec.family
+    )
+
+
+def render_cuh(spec):
+    launchers = [LauncherView(spec, l) for l in spec.launchers]
+    return env().get_template("kernel.cuh.j2").render(
+        spec=spec, launchers=launchers, guard="KLAUNCH_%s_CUH" % spec.family.upper(), file="klaunch/%s.cuh" % spec.family
+    )
+
+
+def render_docs(specs):
+    families = [(s, [LauncherView(s, l) for l in s.launchers]) for s in specs]
+    return env().get_template("launchers.md.j2").render(specs=specs, families=families)
+
+
+def outputs(specs, include_dir, docs_path):
+    """{path: text} of every file the specs produce."""
+    out = {}
+    for s in specs:
+        base = os.path.join(include_dir, "klaunch", s.family)
+        out[base + ".h"] = render_header(s)
+        out[base + ".cuh"] = render_cuh(s)
+    if docs_path:
+        out[docs_path] = render_docs(specs)
+    return out

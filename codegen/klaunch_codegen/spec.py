@@ -1,0 +1,808 @@
+"""Spec model and validation (docs/DESIGN.md, "Spec format").
+
+load_spec() walks the composed YAML nodes, reports every problem it finds
+to a Diagnostics collector (position, message, hint) and returns a Spec
+only when the file had none. cross_check() then looks across files.
+"""
+
+import difflib
+import hashlib
+import os
+import re
+
+from . import expr as ex
+from .yamlpos import (
+    BOOL,
+    INT,
+    MERGE,
+    NULL,
+    Source,
+    YamlSyntaxError,
+    is_mapping,
+    is_scalar,
+    is_sequence,
+    kind_of,
+    node_pos,
+    scalar_python,
+)
+
+# ---- types --------------------------------------------------------------------
+
+SCALAR_TYPES = ("u32", "u64", "i32", "f32", "bool")
+POINTER_ELEMENTS = ("bf16", "f16", "fp8_e4m3", "f32", "i32", "u32", "u8", "void")
+TYPE_EXPECTED = "expected u32, u64, i32, f32, bool, T* or const T*"
+
+_C_SCALAR = {"u32": "uint32_t", "u64": "uint64_t", "i32": "int32_t", "f32": "float", "bool": "bool"}
+_C_ELEM = {
+    "bf16": "kl_bf16",
+    "f16": "kl_f16",
+    "fp8_e4m3": "kl_fp8_e4m3",
+    "f32": "float",
+    "i32": "int32_t",
+    "u32": "uint32_t",
+    "u8": "uint8_t",
+    "void": "void",
+}
+_CUDA_SCALAR = {"u32": "uint32_t", "u64": "uint64_t", "i32": "int32_t", "f32": "float", "bool": "uint32_t"}
+_CUDA_ELEM = {
+    "bf16": "__nv_bfloat16",
+    "f16": "__half",
+    "fp8_e4m3": "__nv_fp8_e4m3",
+    "f32": "float",
+    "i32": "int32_t",
+    "u32": "uint32_t",
+    "u8": "uint8_t",
+    "void": "void",
+}
+_KIND = {"u32": "KL_PARAM_U32", "u64": "KL_PARAM_U64", "i32": "KL_PARAM_I32", "f32": "KL_PARAM_F32", "bool": "KL_PARAM_BOOL"}
+_SIZE = {"u32": 4, "u64": 8, "i32": 4, "f32": 4, "bool": 4}
+
+
+class Type:
+    """A parameter type: a scalar name, or a pointer to `elem`."""
+
+    def __init__(self, name, elem=None, const=False):
+        self.name = name  # "u32" ... "bool", or "ptr"
+        self.elem = elem
+        self.const = const
+
+    @property
+    def is_pointer(self):
+        return self.name == "ptr"
+
+    @property
+    def spec(self):
+        if self.is_pointer:
+            return "%s%s*" % ("const " if self.const else "", self.elem)
+        return self.name
+
+    def _ptr(self, elems):
+        return "%s%s *" % ("const " if self.const else "", elems[self.elem])
+
+    @property
+    def c(self):
+        return self._ptr(_C_ELEM) if self.is_pointer else _C_SCALAR[self.name]
+
+    @property
+    def cuda(self):
+        return self._ptr(_CUDA_ELEM) if self.is_pointer else _CUDA_SCALAR[self.name]
+
+    @property
+    def kind(self):
+        return "KL_PARAM_PTR" if self.is_pointer else _KIND[self.name]
+
+    @property
+    def size(self):
+        return 8 if self.is_pointer else _SIZE[self.name]
+
+
+_PTR_RE = re.compile(r"^\s*(const\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*\*\s*$")
+
+
+def parse_type(text):
+    """(Type, None) or (None, (message, hint))."""
+    m = _PTR_RE.match(text)
+    if m:
+        elem = m.group(2)
+        if elem not in POINTER_ELEMENTS:
+            guess = ex.did_you_mean(elem, POINTER_ELEMENTS)
+            return None, (
+                "unknown pointer element type '%s' (expected %s)" % (elem, ", ".join(POINTER_ELEMENTS)),
+                ("did you mean '%s'?" % guess) if guess else "a device pointer is T* or const T* with one of those T",
+            )
+        return Type("ptr", elem, bool(m.group(1))), None
+    word = text.strip()
+    if word in SCALAR_TYPES:
+        return Type(word), None
+    if re.match(r"^const\s+\w+$", word):
+        return None, ("'%s': const applies only to pointers" % word, "write %s for a scalar, or const %s* for a pointer" % (word[5:].strip(), word[5:].strip()))
+    guess = ex.did_you_mean(word, SCALAR_TYPES + tuple(e + "*" for e in POINTER_ELEMENTS))
+    return None, (
+        "unknown type '%s' (%s)" % (word, TYPE_EXPECTED),
+        ("did you mean '%s'?" % guess) if guess else "device pointer element types are %s" % ", ".join(POINTER_ELEMENTS),
+    )
+
+
+# ---- names --------------------------------------------------------------------
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+C_KEYWORDS = frozenset(
+    """auto break case char const continue default do double else enum extern float for goto if inline
+    int long register restrict return short signed sizeof static struct switch typedef union unsigned void
+    volatile while _Alignas _Alignof _Atomic _Bool _Complex _Generic _Imaginary _Noreturn _Static_assert
+    _Thread_local bool true false""".split()
+)
+CXX_KEYWORDS = frozenset(
+    """alignas alignof and and_eq asm bitand bitor catch char16_t char32_t char8_t class compl concept
+    const_cast consteval constexpr constinit co_await co_return co_yield decltype delete dynamic_cast
+    explicit export friend mutable namespace new noexcept not not_eq nullptr operator or or_eq private
+    protected public reinterpret_cast requires static_assert static_cast template this thread_local throw
+    try typeid typename using virtual wchar_t xor xor_eq""".split()
+)
+# Names the generated code itself uses for its own parameters and types.
+RESERVED = frozenset("kernel stream NULL size_t uint8_t uint32_t uint64_t int32_t int64_t".split())
+
+
+def name_problem(name, what):
+    """(message, hint) when `name` cannot be a C identifier here, else None."""
+    if not _IDENT.match(name):
+        return ("%s '%s' is not a C identifier" % (what, name), "use letters, digits and _, not starting with a digit")
+    if name in C_KEYWORDS:
+        return ("%s '%s' is a C keyword" % (what, name), "rename it, e.g. '%s_'" % name)
+    if name in CXX_KEYWORDS:
+        return ("%s '%s' is a C++ keyword" % (what, name), "rename it, e.g. '%s_'" % name)
+    if name.lower().startswith("kl_") or name.startswith("__"):
+        return ("%s '%s' uses a reserved prefix" % (what, name), "kl_, KL_ and __ belong to klaunch and the compiler")
+    if name in RESERVED:
+        return ("%s '%s' is reserved" % (what, name), "the generated code uses this name itself; rename it")
+    return None
+
+
+# ---- model --------------------------------------------------------------------
+
+
+class Param:
+    def __init__(self, name, ptype, launch_only, doc, pos):
+        self.name = name
+        self.type = ptype
+        self.launch_only = launch_only
+        self.doc = doc
+        self.pos = pos
+        self.offset = None  # in the kernel's parameter buffer; None if launch-only
+
+
+class Expr:
+    """An expression as written, where it is, and its syntax tree."""
+
+    def __init__(self, text, node, pos, tree):
+        self.text = text
+        self.node = node
+        self.pos = pos
+        self.tree = tree
+        self.names = ex.names_read(tree)
+
+
+class Check:
+    """One entry of the launcher's kl_check_info table."""
+
+    def __init__(self, what, expr, message, pos, args, status=None):
+        self.what = what  # "precondition", "grid.x", ..., "block", "shared_bytes"
+        self.expr = expr  # Expr, or None for the block's thread count
+        self.message = message
+        self.pos = pos
+        self.args = args  # names read, in order of first appearance
+        self.status = status  # preconditions: KL_ERROR_PRECONDITION or KL_ERROR_VARIANT_MISMATCH
+        self.text = expr.text if expr is not None else None
+        self.index = None
+        self.value = None  # int when the expression reads nothing (checked here)
+
+
+class Launcher:
+    def __init__(self, name, pos):
+        self.name = name
+        self.pos = pos
+        self.entry = name
+        self.entry_pos = pos
+        self.doc = ""
+        self.params = []
+        self.grid = {}  # "x" -> Check (only the given components)
+        self.block = {}
+        self.block_threads = None  # Check of x*y*z
+        self.block_pos = pos
+        self.shared = None  # Check or None (0 bytes)
+        self.preconditions = []
+        self.const_names = []
+
+    @property
+    def kernel_params(self):
+        return [p for p in self.params if not p.launch_only]
+
+    @property
+    def param_bytes(self):
+        kp = self.kernel_params
+        return kp[-1].offset + kp[-1].type.size if kp else 0
+
+    @property
+    def checks(self):
+        out = list(self.preconditions)
+        out += [self.grid[a] for a in "xyz" if a in self.grid]
+        out += [self.block[a] for a in "xyz" if a in self.block]
+        out.append(self.block_threads)
+        if self.shared is not None:
+            out.append(self.shared)
+        return out
+
+
+class Variant:
+    def __init__(self, name, doc, constants, pos):
+        self.name = name
+        self.doc = doc
+        self.constants = constants  # [(name, int)] in spec order
+        self.pos = pos
+
+
+class Spec:
+    def __init__(self, source, sha256):
+        self.source = source
+        self.path = source.path
+        self.sha256 = sha256
+        self.family = None
+        self.family_pos = (1, 1)
+        self.doc = ""
+        self.variants = []
+        self.launchers = []
+
+    @property
+    def const_names(self):
+        return [n for n, _ in self.variants[0].constants] if self.variants else []
+
+
+# ---- validation -----------------------------------------------------------------
+
+TOP_KEYS = ("family", "doc", "variants", "launchers")
+VARIANT_KEYS = ("doc", "constants")
+LAUNCHER_KEYS = ("name", "entry", "doc", "params", "grid", "block", "shared_bytes", "preconditions")
+PARAM_KEYS = ("name", "type", "launch_only", "doc")
+DIM_KEYS = ("x", "y", "z")
+PRE_KEYS = ("check", "message")
+
+GRID_LIMITS = {"x": (2147483647, "2^31-1"), "y": (65535, "65535"), "z": (65535, "65535")}
+BLOCK_LIMITS = {"x": 1024, "y": 1024, "z": 64}
+THREADS_MAX = 1024
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+_REQUIRED_HINTS = {
+    "family": "add family: <file stem>",
+    "variants": "add variants: with at least one variant (one fatbin each)",
+    "launchers": "add launchers: with one entry per kernel",
+    "name": "every launcher has a name (its C launcher is kl_<name>)",
+    "params": "list the kernel's parameters in kernel order",
+    "grid": "add grid: {x: ...}",
+    "block": "add block: {x: ...}",
+    "x": "x is required; y and z default to 1",
+    "check": "add check: <condition>",
+    "message": "say what the caller got wrong, for the error message",
+    "type": "add type: u32 (or u64, i32, f32, bool, T*, const T*)",
+}
+
+
+class _Validator:
+    def __init__(self, source, diags):
+        self.src = source
+        self.diags = diags
+        self.n_errors_at_start = len(diags)
+
+    def err(self, pos, message, hint):
+        self.diags.error(self.src.path, pos, message, hint)
+
+    @property
+    def failed(self):
+        return len(self.diags) > self.n_errors_at_start
+
+    # -- generic node helpers --
+
+    def fields(self, node, where, allowed, required):
+        """{key: (key_node, value_node)} of a mapping, reporting bad keys."""
+        out = {}
+        for knode, vnode in node.value:
+            if knode.tag == MERGE:
+                self.err(node_pos(knode), "YAML merge keys (<<) are not supported %s" % where, "write the keys out, or alias a whole value with *name")
+                continue
+            if not is_scalar(knode):
+                self.err(node_pos(knode), "a key %s is %s" % (where, kind_of(knode)), "keys are plain names")
+                continue
+            key = knode.value
+            if key in out:
+                line, col = node_pos(out[key][0])
+                self.err(node_pos(knode), "duplicate key '%s' %s" % (key, where), "the first is at line %d, column %d" % (line, col))
+                continue
+            if key not in allowed:
+                guess = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+                self.err(
+                    node_pos(knode),
+                    "unknown key '%s' %s" % (key, where),
+                    ("did you mean '%s'?" % guess[0]) if guess else "expected one of %s" % ", ".join(allowed),
+                )
+                continue
+            out[key] = (knode, vnode)
+        for key in required:
+            if key not in out:
+                self.err(node_pos(node), "missing key '%s' %s" % (key, where), _REQUIRED_HINTS.get(key, "add it"))
+        return out
+
+    def want_mapping(self, node, what):
+        if is_mapping(node):
+            return True
+        self.err(node_pos(node), "%s must be a mapping, got %s" % (what, kind_of(node)), "write key: value lines")
+        return False
+
+    def want_list(self, node, what, nonempty_hint=None):
+        if not is_sequence(node):
+            self.err(node_pos(node), "%s must be a list, got %s" % (what, kind_of(node)), "write one '- ' item per line")
+            return False
+        if nonempty_hint and not node.value:
+            self.err(node_pos(node), "%s is empty" % what, nonempty_hint)
+            return False
+        return True
+
+    def text(self, node, what):
+        """A scalar's text, or None after reporting."""
+        if not is_scalar(node):
+            self.err(node_pos(node), "%s must be text, got %s" % (what, kind_of(node)), "write it on one line or as a folded block (>-)")
+            return None
+        if node.tag == NULL:
+            self.err(node_pos(node), "%s is empty" % what, "give it a value")
+            return None
+        return node.value
+
+    def ident(self, node, what):
+        name = self.text(node, what)
+        if name is None:
+            return None
+        problem = name_problem(name, what)
+        if problem:
+            self.err(node_pos(node), *problem)
+            return None
+        return name
+
+    def doc(self, fields):
+        if "doc" in fields:
+            value = self.text(fields["doc"][1], "doc")
+            return value or ""
+        return ""
+
+    # -- the spec --
+
+    def spec(self, root, spec):
+        if root is None:
+            self.err((1, 1), "the spec is empty", "a spec is a mapping with family, doc, variants and launchers")
+            return
+        if not self.want_mapping(root, "the spec"):
+            return
+        f = self.fields(root, "in the spec", TOP_KEYS, ("family", "variants", "launchers"))
+        if "family" in f:
+            knode, vnode = f["family"]
+            spec.family_pos = node_pos(vnode)
+            family = self.ident(vnode, "family")
+            if family is not None:
+                stem = os.path.splitext(os.path.basename(self.src.path))[0]
+                if family != stem:
+                    self.err(
+                        node_pos(vnode),
+                        "family '%s' does not match the file name '%s'" % (family, os.path.basename(self.src.path)),
+                        "name the file %s.yaml or set family: %s" % (family, stem),
+                    )
+                spec.family = family
+        spec.doc = self.doc(f)
+        if "variants" in f:
+            self.variants(f["variants"][1], spec)
+        if "launchers" in f:
+            self.launchers(f["launchers"][1], spec)
+
+    def variants(self, node, spec):
+        if not self.want_mapping(node, "variants"):
+            return
+        if not node.value:
+            self.err(node_pos(node), "variants is empty", "define at least one variant (one fatbin is built per variant)")
+            return
+        seen = {}
+        for knode, vnode in node.value:
+            if not is_scalar(knode):
+                self.err(node_pos(knode), "a variant name is %s" % kind_of(knode), "variant names are plain names")
+                continue
+            name = knode.value
+            if name in seen:
+                line, col = node_pos(seen[name])
+                self.err(node_pos(knode), "duplicate variant '%s'" % name, "the first is at line %d, column %d" % (line, col))
+                continue
+            seen[name] = knode
+            problem = name_problem(name, "variant name")
+            if problem:
+                self.err(node_pos(knode), *problem)
+                continue
+            where = "in variant '%s'" % name
+            if vnode.tag == NULL:
+                fields = {}
+            elif not self.want_mapping(vnode, "variant '%s'" % name):
+                continue
+            else:
+                fields = self.fields(vnode, where, VARIANT_KEYS, ())
+            constants = []
+            if "constants" in fields:
+                constants = self.constants(fields["constants"][1], name)
+            spec.variants.append(Variant(name, self.doc(fields), constants, node_pos(knode)))
+        if not spec.variants:
+            return
+        first = spec.variants[0]
+        first_names = [n for n, _ in first.constants]
+        for v in spec.variants[1:]:
+            names = [n for n, _ in v.constants]
+            missing = [n for n in first_names if n not in names]
+            extra = [n for n in names if n not in first_names]
+            for n in missing:
+                self.err(
+                    v.pos,
+                    "variant '%s' does not define constant %s, which variant '%s' defines" % (v.name, n, first.name),
+                    "every variant defines the same constants",
+                )
+            for n in extra:
+                self.err(
+                    v.pos,
+                    "variant '%s' defines constant %s, which variant '%s' does not" % (v.name, n, first.name),
+                    "every variant defines the same constants",
+                )
+
+    def constants(self, node, variant):
+        out = []
+        if node.tag == NULL:
+            return out
+        if not self.want_mapping(node, "constants of variant '%s'" % variant):
+            return out
+        seen = {}
+        for knode, vnode in node.value:
+            if not is_scalar(knode):
+                self.err(node_pos(knode), "a constant name is %s" % kind_of(knode), "constant names are plain names")
+                continue
+            name = knode.value
+            if name in seen:
+                line, col = node_pos(seen[name])
+                self.err(node_pos(knode), "duplicate constant '%s' in variant '%s'" % (name, variant), "the first is at line %d, column %d" % (line, col))
+                continue
+            seen[name] = knode
+            problem = name_problem(name, "constant name")
+            if problem:
+                self.err(node_pos(knode), *problem)
+                continue
+            if not is_scalar(vnode) or vnode.tag != INT:
+                shown = vnode.value if is_scalar(vnode) else kind_of(vnode)
+                self.err(
+                    node_pos(vnode),
+                    "constant %s = %s is not an integer" % (name, shown if is_scalar(vnode) and vnode.value else kind_of(vnode)),
+                    "variant constants are integers (they are compared with launch values and #defined for the kernel)",
+                )
+                continue
+            value = scalar_python(vnode)
+            if not INT64_MIN <= value <= INT64_MAX:
+                self.err(node_pos(vnode), "constant %s = %s does not fit in 64 bits" % (name, vnode.value), "constants are signed 64-bit integers")
+                continue
+            out.append((name, value))
+        return out
+
+    def launchers(self, node, spec):
+        if not self.want_list(node, "launchers", "define at least one launcher"):
+            return
+        for item in node.value:
+            if not self.want_mapping(item, "a launcher"):
+                continue
+            launcher = self.launcher(item, spec)
+            if launcher is not None:
+                spec.launchers.append(launcher)
+        names, entries = {}, {}
+        for l in spec.launchers:
+            if l.name in names:
+                line, _ = names[l.name].pos
+                self.err(l.pos, "duplicate launcher name '%s'" % l.name, "the first is at line %d" % line)
+            else:
+                names[l.name] = l
+            if l.entry in entries:
+                other = entries[l.entry]
+                self.err(
+                    l.entry_pos,
+                    "duplicate entry '%s' (launchers '%s' and '%s')" % (l.entry, other.name, l.name),
+                    "each launcher runs its own kernel symbol; the first is at line %d" % other.pos[0],
+                )
+            else:
+                entries[l.entry] = l
+
+    def launcher(self, node, spec):
+        label = "a launcher"
+        name = None
+        for knode, vnode in node.value:
+            if is_scalar(knode) and knode.value == "name" and is_scalar(vnode):
+                label = "launcher '%s'" % vnode.value
+                break
+        where = "in " + label
+        f = self.fields(node, where, LAUNCHER_KEYS, ("name", "params", "grid", "block"))
+        if "name" in f:
+            name = self.ident(f["name"][1], "launcher name")
+        launcher = Launcher(name or "?", node_pos(node))
+        if "entry" in f:
+            launcher.entry = self.ident(f["entry"][1], "entry") or launcher.entry
+            launcher.entry_pos = node_pos(f["entry"][1])
+        launcher.doc = self.doc(f)
+        if "params" in f:
+            self.params(f["params"][1], launcher, label, spec)
+        consts = {}
+        for v in spec.variants:
+            for n, _ in v.constants:
+                consts.setdefault(n, True)
+        resolver = _Resolver(launcher.params, list(consts))
+        for pre_i, item in enumerate(f["preconditions"][1].value if "preconditions" in f and self.want_list(f["preconditions"][1], "preconditions of %s" % label) else []):
+            self.precondition(item, pre_i + 1, launcher, label, resolver)
+        for key, limits in (("grid", GRID_LIMITS), ("block", BLOCK_LIMITS)):
+            if key not in f:
+                continue
+            knode, vnode = f[key]
+            if key == "block":
+                launcher.block_pos = node_pos(knode)
+            if not self.want_mapping(vnode, "%s of %s" % (key, label)):
+                continue
+            dims = self.fields(vnode, "in %s of %s" % (key, label), DIM_KEYS, ("x",))
+            for axis in DIM_KEYS:
+                if axis in dims:
+                    c = self.sized(dims[axis][1], "%s.%s" % (key, axis), label, resolver)
+                    if c is not None:
+                        getattr(launcher, key)[axis] = c
+        if "shared_bytes" in f:
+            launcher.shared = self.sized(f["shared_bytes"][1], "shared_bytes", label, resolver)
+        self.limits(launcher, label)
+        # Launch-only parameters exist only for expressions.
+        used = set()
+        for c in launcher.preconditions + list(launcher.grid.values()) + list(launcher.block.values()) + ([launcher.shared] if launcher.shared else []):
+            used.update(c.args)
+        for p in launcher.params:
+            if p.launch_only and p.type is not None and not p.type.is_pointer and p.name not in used:
+                self.err(
+                    p.pos,
+                    "launch-only parameter '%s' of %s is not used" % (p.name, label),
+                    "no grid, block, shared_bytes or precondition reads it; use it, or pass it to the kernel (drop launch_only)",
+                )
+        if name is None or self.failed:
+            return launcher if name is not None else None
+        self.finish(launcher)
+        return launcher
+
+    def params(self, node, launcher, label, spec):
+        if not self.want_list(node, "params of %s" % label, "list the kernel's parameters in kernel order"):
+            return
+        seen = {}
+        const_names = {n for v in spec.variants for n, _ in v.constants}
+        for item in node.value:
+            if not self.want_mapping(item, "a parameter"):
+                continue
+            p = self.param(item, label)
+            if p is None:
+                continue
+            if p.name in seen:
+                line, col = seen[p.name].pos
+                self.err(p.pos, "duplicate parameter '%s' in %s" % (p.name, label), "the first is at line %d, column %d" % (line, col))
+                continue
+            if p.name in const_names:
+                self.err(p.pos, "parameter '%s' of %s has the name of a variant constant" % (p.name, label), "the constant is #defined in kernel sources; rename one of them")
+            seen[p.name] = p
+            launcher.params.append(p)
+
+    def param(self, node, label):
+        keys = [k.value for k, _ in node.value if is_scalar(k)]
+        if len(node.value) == 1 and keys and keys[0] not in PARAM_KEYS:
+            knode, vnode = node.value[0]
+            name = self.ident(knode, "parameter name")
+            type_text = self.text(vnode, "the type of parameter '%s'" % knode.value) if is_scalar(vnode) else None
+            if not is_scalar(vnode):
+                self.err(node_pos(vnode), "the type of parameter '%s' must be text, got %s" % (knode.value, kind_of(vnode)), "write name: type, e.g. n: u32")
+            type_node, launch_only, doc, pos = vnode, False, "", node_pos(knode)
+        else:
+            where = "in a parameter of %s" % label
+            f = self.fields(node, where, PARAM_KEYS, ("name", "type"))
+            name = self.ident(f["name"][1], "parameter name") if "name" in f else None
+            type_node = f["type"][1] if "type" in f else None
+            type_text = self.text(type_node, "type") if type_node is not None else None
+            launch_only = False
+            if "launch_only" in f:
+                lnode = f["launch_only"][1]
+                if not is_scalar(lnode) or lnode.tag != BOOL:
+                    self.err(node_pos(lnode), "launch_only must be true or false, got %s" % kind_of(lnode), "write launch_only: true")
+                else:
+                    launch_only = scalar_python(lnode)
+            doc = self.doc(f)
+            pos = node_pos(f["name"][1]) if "name" in f else node_pos(node)
+        ptype = None
+        if type_text is not None:
+            ptype, problem = parse_type(type_text)
+            if problem:
+                self.err(node_pos(type_node), *problem)
+        if name is None:
+            return None
+        if launch_only and ptype is not None and ptype.is_pointer:
+            self.err(pos, "launch-only parameter '%s' is a pointer (%s)" % (name, ptype.spec), "only integer parameters can size a launch; a device pointer goes to the kernel")
+        # Kept even when its type is bad, so expressions naming it do not
+        # add an 'unknown name' to the report.
+        return Param(name, ptype, launch_only, doc, pos)
+
+    def expression(self, node, what, label, resolver, want):
+        """Expr, or None after reporting."""
+        if not is_scalar(node):
+            self.err(node_pos(node), "%s of %s must be an expression, got %s" % (what, label, kind_of(node)), "write it on one line, e.g. ceil_div(n, 256)")
+            return None
+        text = "" if node.tag == NULL else node.value
+        try:
+            tree = ex.parse(text)
+        except ex.ExprError as e:
+            self.err(self.src.pos_in_scalar(node, e.offset) if text else node_pos(node), "%s: %s" % (what, e.message), e.hint)
+            return None
+        problems = ex.check(tree, resolver, want)
+        for e in problems:
+            self.err(self.src.pos_in_scalar(node, e.offset), "%s: %s" % (what, e.message), e.hint)
+        if problems:
+            return None
+        return Expr(text, node, node_pos(node), tree)
+
+    def precondition(self, item, number, launcher, label, resolver):
+        what = "precondition %d" % number
+        if not self.want_mapping(item, "%s of %s" % (what, label)):
+            return
+        f = self.fields(item, "in %s of %s" % (what, label), PRE_KEYS, PRE_KEYS)
+        message = self.text(f["message"][1], "message of %s" % what) if "message" in f else None
+        if "check" not in f:
+            return
+        e = self.expression(f["check"][1], what, label, resolver, ex.COND)
+        if e is None or message is None:
+            return
+        if not e.names:
+            self.err(e.pos, "%s reads no parameter or constant" % what, "it is always true or always false; remove it")
+            return
+        reads_const = any(resolver(n).kind == "const" for n in e.names)
+        status = "KL_ERROR_VARIANT_MISMATCH" if reads_const else "KL_ERROR_PRECONDITION"
+        launcher.preconditions.append(Check("precondition", e, message, e.pos, e.names, status))
+
+    def sized(self, node, what, label, resolver):
+        e = self.expression(node, what, label, resolver, ex.INT)
+        if e is None:
+            return None
+        c = Check(what, e, None, e.pos, e.names)
+        if not e.names:
+            try:
+                c.value = ex.evaluate(e.tree, {})
+            except ex.EvalError as err:
+                self.err(e.pos, "%s = %s %s" % (what, e.text, "overflows 64 bits" if err.status == "overflow" else "divides by zero"), "fix the arithmetic")
+                return None
+        return c
+
+    def limits(self, launcher, label):
+        """Values known here must already fit what CUDA allows."""
+        for axis, c in launcher.grid.items():
+            if c.value is None:
+                continue
+            limit, shown = GRID_LIMITS[axis]
+            if c.value == 0:
+                self.err(c.pos, "grid.%s of %s is 0" % (axis, label), "a launch needs at least one block per dimension; leave y and z out for 1")
+            elif c.value > limit:
+                self.err(c.pos, "grid.%s of %s is %d, over the CUDA limit %s" % (axis, label, c.value, shown), "split the work differently")
+        for axis, c in launcher.block.items():
+            if c.value is None:
+                continue
+            if c.value == 0:
+                self.err(c.pos, "block.%s of %s is 0" % (axis, label), "a block needs at least one thread per dimension; leave y and z out for 1")
+            elif c.value > BLOCK_LIMITS[axis]:
+                self.err(c.pos, "block.%s of %s is %d, over the CUDA limit %d" % (axis, label, c.value, BLOCK_LIMITS[axis]), "a block has at most 1024 threads (z at most 64)")
+        values = [c.value for c in launcher.block.values()]
+        if launcher.block and None not in values:
+            total = 1
+            for v in values:
+                total *= v
+            if total > THREADS_MAX and all(0 < v <= BLOCK_LIMITS[a] for a, v in zip(launcher.block, values)):
+                self.err(launcher.block_pos, "block of %s has %d threads, over the CUDA limit 1024" % (label, total), "x * y * z must be at most 1024")
+
+    def finish(self, launcher):
+        """Layout, the block's thread-count check, constant slots, check indexes."""
+        offset = 0
+        for p in launcher.kernel_params:
+            size = p.type.size
+            offset = (offset + size - 1) // size * size  # natural alignment
+            p.offset = offset
+            offset += size
+        parts, args = [], []
+        for axis in DIM_KEYS:
+            c = launcher.block.get(axis)
+            if c is None:
+                continue
+            tree = c.expr.tree
+            simple = isinstance(tree, (ex.Num, ex.Name, ex.Call))
+            parts.append(c.text if simple else "(%s)" % c.text)
+            args += [n for n in c.args if n not in args]
+        launcher.block_threads = Check("block", None, None, launcher.block_pos, args)
+        launcher.block_threads.text = " * ".join(parts)
+        for i, c in enumerate(launcher.checks):
+            c.index = i
+            if c.expr is not None:
+                for n in c.expr.names:
+                    if n not in launcher.const_names and not any(p.name == n for p in launcher.params):
+                        launcher.const_names.append(n)
+
+
+class _Resolver:
+    """Names an expression of one launcher may read."""
+
+    def __init__(self, params, const_names):
+        self.params = {p.name: p for p in params}
+        self.consts = const_names
+
+    def __call__(self, name):
+        p = self.params.get(name)
+        if p is not None:
+            return ex.Binding("param", name, ptype=p.type)
+        if name in self.consts:
+            return ex.Binding("const", name)
+        return None
+
+    def candidates(self):
+        return list(self.params) + list(self.consts)
+
+
+class LauncherResolver:
+    """Like _Resolver, with each constant's slot in kernel->consts."""
+
+    def __init__(self, launcher):
+        self.params = {p.name: p for p in launcher.params}
+        self.const_index = {n: i for i, n in enumerate(launcher.const_names)}
+
+    def __call__(self, name):
+        p = self.params.get(name)
+        if p is not None:
+            return ex.Binding("param", name, ptype=p.type)
+        return ex.Binding("const", name, const_index=self.const_index[name])
+
+    def candidates(self):
+        return list(self.params) + list(self.const_index)
+
+
+def load_spec(path, diags):
+    """A validated Spec, or None when the file had problems (all reported)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        diags.error(path, (1, 1), "cannot read the spec: %s" % (e.strerror or e), "check the path")
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        diags.error(path, (1, 1), "the spec is not UTF-8 (byte %d)" % e.start, "save it as UTF-8")
+        return None
+    source = Source(path, text)
+    spec = Spec(source, hashlib.sha256(data).hexdigest())
+    v = _Validator(source, diags)
+    try:
+        root = source.compose()
+    except YamlSyntaxError as e:
+        diags.error(path, e.pos, "YAML syntax: %s" % e.problem, "check the indentation, quoting and brackets here")
+        return None
+    v.spec(root, spec)
+    return None if v.failed else spec
+
+
+def cross_check(specs, diags):
+    """Problems between files: a family or a launcher name defined twice."""
+    families, launchers = {}, {}
+    for s in specs:
+        if s.family in families:
+            other = families[s.family]
+            diags.error(s.path, s.family_pos, "family '%s' is also defined by %s" % (s.family, other.path), "give each family one spec file")
+        else:
+            families[s.family] = s
+        for l in s.launchers:
+            if l.name in launchers:
+                os_, ol = launchers[l.name]
+                diags.error(s.path, l.pos, "launcher name '%s' is also used in %s:%d" % (l.name, os_.path, ol.pos[0]), "C launchers share one namespace (kl_<name>); rename one")
+            else:
+                launchers[l.name] = (s, l)
