@@ -212,6 +212,8 @@ static void kl__cuda_error_text(const kl_cuda_backend *cb, kl__cu_result r, char
     if (cb->api.get_error_string) cb->api.get_error_string(r, &desc);
     if (name)
         snprintf(buf, cap, "%s (%s)", name, desc ? desc : "no description");
+    else if (r == 34) /* the stub library answers no names */
+        snprintf(buf, cap, "CUDA_ERROR_STUB_LIBRARY (libcuda.so.1 is the toolkit's stub, not a driver)");
     else
         snprintf(buf, cap, "CUresult %d", r);
 }
@@ -539,7 +541,7 @@ kl_status kl_cuda_backend_init(kl_cuda_backend *cb, int device_ordinal) {
     r = cb->api.init(0);
     if (r != KL__CUDA_SUCCESS) {
         st = kl__cuda_fail(cb, r == KL__CUDA_ERROR_NO_DEVICE ? KL_ERROR_NO_DEVICE : KL_ERROR_NO_DRIVER, r,
-                           "kl_cuda_backend_init: cuInit");
+                           "kl_cuda_backend_init: cuInit of libcuda.so.1");
         memset(cb, 0, sizeof *cb);
         return st;
     }
