@@ -3,8 +3,9 @@
 # for a machine that has a GPU but no Bazel, GoogleTest or Debian packages.
 #
 # Builds every cc_test and cc_binary under tests/ and bench/ tagged "gpu"
-# (GoogleTest and the project's libraries linked statically, libstdc++ and
-# libgcc too; libcuda is dlopen'ed at run time) and copies into .gpu/:
+# (GoogleTest and the project's libraries linked statically; libc and
+# libstdc++ stay shared, the GPU machine's are newer; libcuda is dlopen'ed at
+# run time) and copies into .gpu/:
 #   .gpu/<package>/<name>            the binary
 #   .gpu/<package>/<name>.runfiles/  its runfiles, symlinks resolved (the
 #                                    fatbins and data it loads)
@@ -41,8 +42,7 @@ fi
 mapfile -t kinds < <("$bazelw" query --output=label_kind "set(${targets[*]})" 2>/dev/null)
 
 # Static: the GPU machine has neither GoogleTest nor Bazel's _solib tree.
-"$bazelw" build --dynamic_mode=off --linkopt=-static-libstdc++ --linkopt=-static-libgcc \
-  "$@" "${targets[@]}" //kernels:all
+"$bazelw" build --dynamic_mode=off "$@" "${targets[@]}" //kernels:all
 
 rm -rf "$stage"
 mkdir -p "$stage/kernels"
