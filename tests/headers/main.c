@@ -1,0 +1,25 @@
+#include <stdio.h>
+
+#include "tests/headers/headers_test.h"
+
+/* Returns the first failure's status (0 when every header works). */
+int main(void) {
+    struct {
+        const char *name;
+        int (*use)(void);
+    } uses[] = {
+        {"klaunch.h", kl_headers_use_klaunch},
+        {"record_backend.h", kl_headers_use_record_backend},
+        {"cuda_backend.h", kl_headers_use_cuda_backend},
+        {"mla_prefill.h", kl_headers_use_mla_prefill},
+        {"paged_decode.h", kl_headers_use_paged_decode},
+        {"all headers together", kl_headers_use_all},
+    };
+    size_t i;
+    for (i = 0; i < sizeof uses / sizeof uses[0]; i++) {
+        int st = uses[i].use();
+        printf("%s %s (%d)\n", st == 0 ? "ok  " : "FAIL", uses[i].name, st);
+        if (st != 0) return st;
+    }
+    return 0;
+}
