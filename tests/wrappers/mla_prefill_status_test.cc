@@ -373,6 +373,18 @@ TEST_F(MlaPrefillPrecondition, AttentionRejectsZeroKvHeadsBeforeTheModulo) {
                   Ref<PrefillAttention>("preconditions:", "num_kv_heads >= 1 and num_q_heads % num_kv_heads == 0"));
 }
 
+TEST_F(MlaPrefillPrecondition, EveryPreconditionOfTheSpecIsTestedHere) {
+    ExpectTestedChecks(QRopeExtract::Desc(), {"hd == nope + rope", "nq * hd <= q_dim"});
+    ExpectTestedChecks(QRopeWriteback::Desc(), {"hd == nope + rope", "nq * hd <= q_dim"});
+    ExpectTestedChecks(KvAssemble::Desc(), {"hd == nope + rope", "nkv * (nope + v_dim) <= kv_expanded_stride"});
+    ExpectTestedChecks(CacheAssemble::Desc(), {"mla_cache_dim == kv_lora + rope"});
+    ExpectTestedChecks(FusedPrefill::Desc(), {"hd == nope + rope", "num_kv_heads == 1", "kv_lora <= 512"});
+    ExpectTestedChecks(QFinalAssemble::Desc(), {"mla_cache_dim == kv_lora + rope"});
+    ExpectTestedChecks(GroupedGemm::Desc(), {"g * k_g <= a_stride", "g * n_g <= c_stride"});
+    ExpectTestedChecks(PrefillAttention::Desc(),
+                       {"head_dim == MLA_HDIM", "num_kv_heads >= 1 and num_q_heads % num_kv_heads == 0"});
+}
+
 // ---- variant -----------------------------------------------------------------------
 
 using MlaPrefillVariant = MlaPrefillStatus;

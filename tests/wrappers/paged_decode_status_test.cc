@@ -220,6 +220,19 @@ TEST_F(PagedDecodePrecondition, Fp8ComparesCacheStrideInSixtyFourBits) {
     EXPECT_EQ(67645734912ull, stride);
 }
 
+TEST_F(PagedDecodePrecondition, EveryPreconditionOfTheSpecIsTestedHere) {
+    const std::string shared = "num_kv_heads >= 1 and num_q_heads % num_kv_heads == 0";
+    const std::string width = "num_q_heads == num_kv_heads * DECODE_GQA_PACK_WIDTH";
+    const std::string dim = "head_dim == DECODE_GQA_PACK_HEAD_DIM";
+    const std::string block = "block_size >= 1";
+    const std::string row = "num_q_heads * head_dim <= q_stride";
+    const std::string stride = "cache_stride >= block_size * num_kv_heads * head_dim";
+    ExpectTestedChecks(DecodeBf16::Desc(), {shared, block, row});
+    ExpectTestedChecks(DecodeFp8::Desc(), {shared, block, row, stride});
+    ExpectTestedChecks(DecodeBf16Gqa::Desc(), {width, dim, block, row});
+    ExpectTestedChecks(DecodeFp8Gqa::Desc(), {width, dim, block, row, stride});
+}
+
 // ---- variant: the GQA-packed kernels' compiled shape --------------------------------
 
 using PagedDecodeVariant = PagedDecodeStatus;

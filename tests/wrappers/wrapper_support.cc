@@ -119,6 +119,17 @@ void ExpectRefusal(const Refusal &r, kl_status status, const std::vector<std::st
     }
 }
 
+void ExpectTestedChecks(const kl_kernel_desc *desc, const std::vector<std::string> &tested) {
+    SCOPED_TRACE(desc->launcher);
+    std::vector<std::string> declared;
+    for (uint32_t i = 0; i < desc->num_checks; i++) {
+        const kl_check_info &c = desc->checks[i];
+        if (std::strcmp(c.what, "precondition") == 0) declared.push_back(c.expr);
+        EXPECT_STRNE("shared_bytes", c.what) << "the seed launches with no shared memory; test " << c.expr;
+    }
+    EXPECT_EQ(tested, declared) << "preconditions declared by the spec vs those the tests cover";
+}
+
 void ExpectSeedLaunch(const RecordHarness &h, const kl_kernel_desc *desc, const char *entry, Dim3 grid, Dim3 block,
                       const std::vector<unsigned char> &args) {
     ASSERT_EQ(1u, h.count()) << "one launch, one record";

@@ -130,6 +130,12 @@ template <class Check, class Launch>
 void ExpectRefused(RecordHarness &h, Check check, Launch launch, kl_status status,
                    const std::vector<std::string> &fragments, const std::string &spec_ref);
 
+// Coverage guard, not a behaviour check: the launcher's preconditions (from
+// its descriptor) are exactly `tested`, in spec order, and it declares no
+// dynamic shared memory. A precondition or shared memory added to a spec
+// fails here until it has a test.
+void ExpectTestedChecks(const kl_kernel_desc *desc, const std::vector<std::string> &tested);
+
 // Expects the one record to be the seed's launch.
 void ExpectSeedLaunch(const RecordHarness &h, const kl_kernel_desc *desc, const char *entry, Dim3 grid, Dim3 block,
                       const std::vector<unsigned char> &args);
