@@ -502,8 +502,8 @@ class _Validator:
             if l.name in names:
                 line, _ = names[l.name].pos
                 self.err(l.pos, "duplicate launcher name '%s'" % l.name, "the first is at line %d" % line)
-            else:
-                names[l.name] = l
+                continue  # its entry is a duplicate too, most likely for the same reason
+            names[l.name] = l
             if l.entry in entries:
                 other = entries[l.entry]
                 self.err(
@@ -550,7 +550,7 @@ class _Validator:
             dims = self.fields(vnode, "in %s of %s" % (key, label), DIM_KEYS, ("x",))
             for axis in DIM_KEYS:
                 if axis in dims:
-                    c = self.sized(dims[axis][1], "%s.%s" % (key, axis), label, resolver)
+                    c = self.sized(dims[axis][1], "%s.%s" % (key, axis), label, resolver, vnode.flow_style)
                     if c is not None:
                         getattr(launcher, key)[axis] = c
         if "shared_bytes" in f:
@@ -629,8 +629,8 @@ class _Validator:
         # add an 'unknown name' to the report.
         return Param(name, ptype, launch_only, doc, pos)
 
-    def expression(self, node, what, label, resolver, want):
-        """Expr, or None after reporting."""
+    def expression(self, node, what, label, resolver, want, flow=False):
+        """Expr, or None after reporting. `flow`: the value sits in a {...} mapping."""
         if not is_scalar(node):
             self.err(node_pos(node), "%s of %s must be an expression, got %s" % (what, label, kind_of(node)), "write it on one line, e.g. ceil_div(n, 256)")
             return None
@@ -638,14 +638,18 @@ class _Validator:
         try:
             tree = ex.parse(text)
         except ex.ExprError as e:
-            self.err(self.src.pos_in_scalar(node, e.offset) if text else node_pos(node), "%s: %s" % (what, e.message), e.hint)
+            hint = e.hint
+            if flow and node.style is None and e.message.startswith("missing ')'"):
+                hint = "in a {...} mapping a comma ends the value; quote the expression or write the mapping one key per line"
+            self.err(self.src.pos_in_scalar(node, e.offset) if text else node_pos(node), "%s: %s" % (what, e.message), hint)
             return None
         problems = ex.check(tree, resolver, want)
         for e in problems:
             self.err(self.src.pos_in_scalar(node, e.offset), "%s: %s" % (what, e.message), e.hint)
         if problems:
             return None
-        return Expr(text, node, node_pos(node), tree)
+        # The position of its first character (inside quotes, past a | or >).
+        return Expr(text, node, self.src.pos_in_scalar(node, len(text) - len(text.lstrip())), tree)
 
     def precondition(self, item, number, launcher, label, resolver):
         what = "precondition %d" % number
@@ -665,8 +669,8 @@ class _Validator:
         status = "KL_ERROR_VARIANT_MISMATCH" if reads_const else "KL_ERROR_PRECONDITION"
         launcher.preconditions.append(Check("precondition", e, message, e.pos, e.names, status))
 
-    def sized(self, node, what, label, resolver):
-        e = self.expression(node, what, label, resolver, ex.INT)
+    def sized(self, node, what, label, resolver, flow=False):
+        e = self.expression(node, what, label, resolver, ex.INT, flow)
         if e is None:
             return None
         c = Check(what, e, None, e.pos, e.names)
