@@ -3,8 +3,9 @@
 # runs what tools/gpu/stage.sh staged, each in its runfiles directory as
 # `bazel test` would (TEST_SRCDIR, XML_OUTPUT_FILE set), and prints a summary.
 # FILTER, if given, keeps the labels that contain it.
-# Output and GoogleTest XML go to $OUT/gpu/<package>/<name>/{test.log,test.xml}
-# when $OUT is set, else to .gpu/results/; each binary's output is also shown.
+# Output and GoogleTest XML go to $OUT/gpu/<package.name>/{test.log,test.xml}
+# (one level: the device runner returns shallow trees only) when $OUT is set,
+# else to .gpu/results/; each binary's output is also shown.
 # Each binary may run KL_GPU_TIMEOUT seconds (default 600).
 # Exits 1 when a binary failed.
 set -uo pipefail
@@ -23,7 +24,7 @@ rows=()
 while IFS=$'\t' read -r label path kind; do
   [ -n "$label" ] || continue
   case "$label" in *"$filter"*) ;; *) continue ;; esac
-  dir="$results/$path"
+  dir="$results/${path//\//.}"
   mkdir -p "$dir"
   runfiles="$stage/$path.runfiles"
   cwd="$runfiles/klaunch"
