@@ -89,24 +89,6 @@ def c_int(value):
     return "%dLL" % value if value >= 0 else "(%dLL)" % value
 
 
-def _wrapped(text):
-    """Whether `text` is one parenthesized group: (a) && (b) is not."""
-    if not (text.startswith("(") and text.endswith(")")):
-        return False
-    depth = 0
-    for i, ch in enumerate(text):
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth == 0 and i + 1 < len(text):
-            return False
-    return True
-
-
-def c_not(text):
-    """The negation of a C condition."""
-    return "!" + (text if _wrapped(text) else "(%s)" % text)
-
-
 def md_escape(text):
     return text.replace("|", "\\|")
 
@@ -132,7 +114,7 @@ class CheckView:
         self.args_array = "kl__%s_args%d" % (launcher.name, check.index) if check.args else "NULL"
         self.status = check.status
         self.value = check.value
-        self.c = ex.to_c(check.expr.tree, resolver) if check.expr is not None else None
+        self.c, self.temps = ex.to_c(check.expr.tree, resolver) if check.expr is not None else (None, 0)
         self.can_fail = ex.can_fail(check.expr.tree, resolver) if check.expr is not None else False
         self.values = []
         for name in check.args:
@@ -172,6 +154,7 @@ class LauncherView:
         self.block_threads = by_check[id(launcher.block_threads)]
         self.shared = by_check.get(id(launcher.shared)) if launcher.shared is not None else None
         self.uses_err = any(c.can_fail for c in self.checks)
+        self.temps = ["kl__t%d" % i for i in range(max(c.temps for c in self.checks))]
         read = set()
         for c in launcher.checks:
             read.update(c.args)
@@ -216,7 +199,7 @@ def _environment():
         c_decl=c_decl,
         cuda_decl=cuda_decl,
         c_int=c_int,
-        c_not=c_not,
+        c_not=ex.c_not,
         md_escape=md_escape,
         md_code=md_code,
     )

@@ -605,13 +605,18 @@ def _c_literal(v):
 
 
 def to_c(node, resolve):
-    """C text for `node`: numbers are uint64_t, conditions int-valued.
+    """(C text, number of temporaries) for `node`.
 
-    Arithmetic goes through the kl__x_* helpers, which record the first
-    overflow or division by zero in kl__err and never trap; && and || keep
-    C's (and Python's) short-circuit, so `a >= 1 and b % a == 0` never
-    divides by a zero a.
+    Numbers are uint64_t, conditions int-valued. Arithmetic goes through the
+    kl__x_* helpers, which record the first overflow or division by zero in
+    kl__err and never trap. C leaves the order of a call's arguments (and of
+    a comparison's operands) open, so when both sides can fail the left one
+    goes first into a temporary, kl__t<i>, behind a comma: the first problem
+    is then the leftmost, as in Python, on every compiler. && and || keep
+    Python's short-circuit, so `a >= 1 and b % a == 0` never divides by a
+    zero a.
     """
+    temps = [0]
 
     def read(n, as_arg):
         b = resolve(n.name)
@@ -623,6 +628,15 @@ def to_c(node, resolve):
             return n.name
         return n.name if as_arg else "(uint64_t)%s" % n.name
 
+    def ordered(left, right, combine, as_arg=True):
+        """combine(l, r) with the left side evaluated first when both can fail."""
+        lt, rt = c(left, as_arg), c(right, as_arg)
+        if can_fail(left, resolve) and can_fail(right, resolve):
+            t = "kl__t%d" % temps[0]
+            temps[0] += 1
+            return "(%s = %s, %s)" % (t, lt, combine(t, rt))
+        return combine(lt, rt)
+
     def c(n, as_arg=False):
         if isinstance(n, Num):
             return _c_literal(n.value)
@@ -630,22 +644,42 @@ def to_c(node, resolve):
             return read(n, as_arg)
         if isinstance(n, BinOp):
             fn = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod"}[n.op]
-            return "kl__x_%s(%s, %s, &%s)" % (fn, c(n.left, True), c(n.right, True), ERR)
+            return ordered(n.left, n.right, lambda l, r: "kl__x_%s(%s, %s, &%s)" % (fn, l, r, ERR))
         if isinstance(n, Call):
             if n.func == "ceil_div":
-                return "kl__x_ceil_div(%s, %s, &%s)" % (c(n.args[0], True), c(n.args[1], True), ERR)
-            return "kl__x_%s(%s, %s)" % (n.func, c(n.args[0], True), c(n.args[1], True))
+                return ordered(n.args[0], n.args[1], lambda l, r: "kl__x_ceil_div(%s, %s, &%s)" % (l, r, ERR))
+            return ordered(n.args[0], n.args[1], lambda l, r: "kl__x_%s(%s, %s)" % (n.func, l, r))
         if isinstance(n, Compare):
             parts = []
             for op, a, b in zip(n.ops, n.operands, n.operands[1:]):
-                parts.append("%s %s %s" % (c(a), op, c(b)))
+                parts.append(ordered(a, b, lambda l, r, op=op: "%s %s %s" % (l, op, r), as_arg=False))
             return parts[0] if len(parts) == 1 else "(%s)" % " && ".join(parts)
         if isinstance(n, BoolOp):
             sep = " && " if n.op == "and" else " || "
             return "(%s)" % sep.join(c(v) for v in n.values)
         if isinstance(n, Not):
-            inner = c(n.operand)
-            return "!%s" % inner if inner.startswith("(") or isinstance(n.operand, Name) else "!(%s)" % inner
+            return c_not(c(n.operand))
         raise AssertionError(n)
 
-    return c(node)
+    text = c(node)
+    return text, temps[0]
+
+
+def _one_group(text):
+    """Whether C text is one parenthesized group: `(a) && (b)` is not."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return False
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and i + 1 < len(text):
+            return False
+    return True
+
+
+def c_not(text):
+    """The negation of a C condition; `!` binds tighter than anything in it."""
+    if _one_group(text) or re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", text):
+        return "!" + text
+    return "!(%s)" % text

@@ -304,8 +304,11 @@ class _Validator:
     def fields(self, node, where, allowed, required):
         """{key: (key_node, value_node)} of a mapping, reporting bad keys."""
         out = {}
+        merged = False
+        guessed = set()  # keys a misspelt key was taken for
         for knode, vnode in node.value:
             if knode.tag == MERGE:
+                merged = True
                 self.err(node_pos(knode), "YAML merge keys (<<) are not supported %s" % where, "write the keys out, or alias a whole value with *name")
                 continue
             if not is_scalar(knode):
@@ -318,6 +321,7 @@ class _Validator:
                 continue
             if key not in allowed:
                 guess = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+                guessed.update(guess)
                 self.err(
                     node_pos(knode),
                     "unknown key '%s' %s" % (key, where),
@@ -326,7 +330,8 @@ class _Validator:
                 continue
             out[key] = (knode, vnode)
         for key in required:
-            if key not in out:
+            # Not again for a key already reported misspelt or merged in.
+            if key not in out and key not in guessed and not merged:
                 self.err(node_pos(node), "missing key '%s' %s" % (key, where), _REQUIRED_HINTS.get(key, "add it"))
         return out
 
@@ -530,8 +535,8 @@ class _Validator:
             launcher.entry = self.ident(f["entry"][1], "entry") or launcher.entry
             launcher.entry_pos = node_pos(f["entry"][1])
         launcher.doc = self.doc(f)
-        if "params" in f:
-            self.params(f["params"][1], launcher, label, spec)
+        if "params" in f and not self.params(f["params"][1], launcher, label, spec):
+            return None  # its expressions would only report unknown names
         consts = {}
         for v in spec.variants:
             for n, _ in v.constants:
@@ -574,7 +579,7 @@ class _Validator:
 
     def params(self, node, launcher, label, spec):
         if not self.want_list(node, "params of %s" % label, "list the kernel's parameters in kernel order"):
-            return
+            return is_sequence(node)  # an empty list leaves nothing to misread
         seen = {}
         const_names = {n for v in spec.variants for n, _ in v.constants}
         for item in node.value:
@@ -591,6 +596,7 @@ class _Validator:
                 self.err(p.pos, "parameter '%s' of %s has the name of a variant constant" % (p.name, label), "the constant is #defined in kernel sources; rename one of them")
             seen[p.name] = p
             launcher.params.append(p)
+        return True
 
     def param(self, node, label):
         keys = [k.value for k, _ in node.value if is_scalar(k)]

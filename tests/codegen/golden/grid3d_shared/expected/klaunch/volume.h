@@ -152,6 +152,7 @@ static inline kl_status kl__stencil3d_prepare(const kl_kernel *kernel, const flo
     const kl_kernel_desc *kl__desc = &kl_stencil3d_desc;
     kl_status kl__err = KL_SUCCESS;
     uint64_t kl__v;
+    uint64_t kl__t0, kl__t1; /* left operands, evaluated first */
     if (!kl__kernel_ok(kernel, kl__desc)) return kl__fail_kernel(kl__desc, kernel);
     if (src == NULL) return kl__fail_null(kl__desc, "src");
     if (dst == NULL) return kl__fail_null(kl__desc, "dst");
@@ -241,7 +242,7 @@ static inline kl_status kl__stencil3d_prepare(const kl_kernel *kernel, const flo
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     /* shared_bytes = (bx + 2 * HALO) * (by + 2 * HALO) * (bz + 2 * HALO) * 4 */
-    kl__v = kl__x_mul(kl__x_mul(kl__x_mul(kl__x_add(bx, kl__x_mul(2u, kl__x_signed(kernel->consts[0], &kl__err), &kl__err), &kl__err), kl__x_add(by, kl__x_mul(2u, kl__x_signed(kernel->consts[0], &kl__err), &kl__err), &kl__err), &kl__err), kl__x_add(bz, kl__x_mul(2u, kl__x_signed(kernel->consts[0], &kl__err), &kl__err), &kl__err), &kl__err), 4u, &kl__err);
+    kl__v = kl__x_mul((kl__t1 = (kl__t0 = kl__x_add(bx, kl__x_mul(2u, kl__x_signed(kernel->consts[0], &kl__err), &kl__err), &kl__err), kl__x_mul(kl__t0, kl__x_add(by, kl__x_mul(2u, kl__x_signed(kernel->consts[0], &kl__err), &kl__err), &kl__err), &kl__err)), kl__x_mul(kl__t1, kl__x_add(bz, kl__x_mul(2u, kl__x_signed(kernel->consts[0], &kl__err), &kl__err), &kl__err), &kl__err)), 4u, &kl__err);
     if (kl__err != KL_SUCCESS || kl__v > kernel->max_dynamic_shared) {
         uint64_t kl__values[4];
         kl__values[0] = (uint64_t)bx;

@@ -1,0 +1,86 @@
+"""Shared by the codegen tests: where things are, how to run the generator.
+
+Works both from a checkout (python3 tests/codegen/test_x.py) and under
+`bazel test`, where the runfiles tree mirrors the workspace.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+
+
+def _find_root():
+    here = os.path.dirname(os.path.abspath(__file__))
+    d = here
+    while True:
+        if os.path.isdir(os.path.join(d, "codegen", "klaunch_codegen")) and os.path.isdir(os.path.join(d, "tests")):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            raise RuntimeError("cannot find the workspace root above %s" % here)
+        d = parent
+
+
+ROOT = _find_root()
+CODEGEN_MAIN = os.path.join(ROOT, "codegen", "main.py")
+TESTS = os.path.join(ROOT, "tests", "codegen")
+GOLDEN = os.path.join(TESTS, "golden")
+ERRORS = os.path.join(TESTS, "errors")
+INCLUDE = os.path.join(ROOT, "include")
+
+for p in (ROOT, os.path.join(ROOT, "codegen"), os.path.join(ROOT, "tools")):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+import junit_unittest  # noqa: E402  (tools/, on the path above)
+
+main = junit_unittest.main
+
+
+def run_codegen(args, cwd=None, env=None):
+    """(returncode, stdout, stderr) of `python3 codegen/main.py args`."""
+    full_env = dict(os.environ)
+    full_env.pop("BUILD_WORKSPACE_DIRECTORY", None)
+    if env:
+        full_env.update(env)
+    proc = subprocess.run(
+        [sys.executable, CODEGEN_MAIN] + list(args),
+        cwd=cwd,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        universal_newlines=True,
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def case_spec(case_dir):
+    """The one <family>.yaml of a golden or error case folder."""
+    specs = sorted(f for f in os.listdir(case_dir) if f.endswith(".yaml"))
+    if len(specs) != 1:
+        raise AssertionError("%s: expected exactly one .yaml, found %s" % (case_dir, specs))
+    return specs[0]
+
+
+def tree_snapshot(root):
+    """{relative path: bytes} of every file under root."""
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            path = os.path.join(dirpath, f)
+            with open(path, "rb") as fh:
+                out[os.path.relpath(path, root)] = fh.read()
+    return out
+
+
+def tool(name):
+    """Path of a compiler, or None."""
+    found = shutil.which(name)
+    if found:
+        return found
+    if name == "nvcc":
+        for base in (os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+            if base and os.path.exists(os.path.join(base, "bin", "nvcc")):
+                return os.path.join(base, "bin", "nvcc")
+    return None
