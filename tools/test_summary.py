@@ -157,27 +157,28 @@ def from_testlogs(root):
 
 
 def report(targets, out):
-    passed = failed = skipped = 0
+    """Skips first, then failures (nearest the count line), then the counts."""
+    passed = sum(t.passed for t in targets)
+    skipped = sum(len(t.skipped) for t in targets)
+    failed = sum(len(t.failed) + (1 if t.problem else 0) for t in targets)
     for t in targets:
-        nfail = len(t.failed) + (1 if t.problem else 0)
-        passed += t.passed
-        failed += nfail
-        skipped += len(t.skipped)
-        if nfail:
-            print("FAILED %s" % t.label, file=out)
-            if t.problem:
-                print("  %s" % t.problem, file=out)
-            for name, msg in t.failed[:MAX_LISTED]:
-                print("  %s%s" % (name, ": " + msg if msg else ""), file=out)
-            if len(t.failed) > MAX_LISTED:
-                print("  ... and %d more" % (len(t.failed) - MAX_LISTED), file=out)
-            if t.log:
-                print("  log: %s" % t.log, file=out)
         if t.skipped:
             name, reason = t.skipped[0]
             print("SKIPPED %s: %d case%s (%s%s)" % (
                 t.label, len(t.skipped), "" if len(t.skipped) == 1 else "s", name,
                 ": " + reason if reason else ""), file=out)
+    for t in targets:
+        if not (t.failed or t.problem):
+            continue
+        print("FAILED %s" % t.label, file=out)
+        if t.problem:
+            print("  %s" % t.problem, file=out)
+        for name, msg in t.failed[:MAX_LISTED]:
+            print("  %s%s" % (name, ": " + msg if msg else ""), file=out)
+        if len(t.failed) > MAX_LISTED:
+            print("  ... and %d more" % (len(t.failed) - MAX_LISTED), file=out)
+        if t.log:
+            print("  log: %s" % t.log, file=out)
     print("%d passed, %d failed, %d skipped" % (passed, failed, skipped), file=out)
     return failed
 
