@@ -204,6 +204,23 @@ TEST_F(PagedDecodePrecondition, Fp8RejectsCacheStrideSmallerThanABlock) {
     ExpectAccepts(g);
 }
 
+// The plain kernels keep a head in registers and shared memory: 256 elements at most.
+TEST_F(PagedDecodePrecondition, PlainRejectsHeadDimAbove256) {
+    const char *expr = "head_dim <= 256";
+    DecodeBf16 b;
+    b.head_dim = 257;
+    b.q_stride = 3600; // >= 14 * 257
+    ExpectRefuses(b, KL_ERROR_PRECONDITION, {expr, "head_dim = 257"}, Ref<DecodeBf16>("preconditions:", expr));
+    b.head_dim = 256;
+    ExpectAccepts(b);
+    DecodeFp8 f;
+    f.head_dim = 257;
+    f.q_stride = 3600;
+    ExpectRefuses(f, KL_ERROR_PRECONDITION, {expr, "head_dim = 257"}, Ref<DecodeFp8>("preconditions:", expr));
+    f.head_dim = 256;
+    ExpectAccepts(f);
+}
+
 // cache_stride is a u64 and the product is taken in 64 bits: a block of
 // 2^30 * 7 * 9 elements (above 2^32) needs a stride at least that large.
 TEST_F(PagedDecodePrecondition, Fp8ComparesCacheStrideInSixtyFourBits) {
@@ -227,8 +244,9 @@ TEST_F(PagedDecodePrecondition, EveryPreconditionOfTheSpecIsTestedHere) {
     const std::string block = "block_size >= 1";
     const std::string row = "num_q_heads * head_dim <= q_stride";
     const std::string stride = "cache_stride >= block_size * num_kv_heads * head_dim";
-    ExpectTestedChecks(DecodeBf16::Desc(), {shared, block, row});
-    ExpectTestedChecks(DecodeFp8::Desc(), {shared, block, row, stride});
+    const std::string head = "head_dim <= 256";
+    ExpectTestedChecks(DecodeBf16::Desc(), {shared, block, row, head});
+    ExpectTestedChecks(DecodeFp8::Desc(), {shared, block, row, stride, head});
     ExpectTestedChecks(DecodeBf16Gqa::Desc(), {width, dim, block, row});
     ExpectTestedChecks(DecodeFp8Gqa::Desc(), {width, dim, block, row, stride});
 }
