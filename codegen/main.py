@@ -4,7 +4,10 @@
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# realpath: under Bazel this file is a runfiles symlink, and the runfiles
+# entry codegen/klaunch_codegen is the py_binary's launcher, not this package;
+# the package sits beside the real main.py.
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 
 from klaunch_codegen.cli import main  # noqa: E402  (needs the path above)
 
