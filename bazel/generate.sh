@@ -2,16 +2,18 @@
 # bazel run //:generate -- writes the generator's outputs into the source tree
 # (generated/klaunch/<family>.h and .cuh, docs/LAUNCHERS.md) and prints the
 # fatbins Bazel built for them.
-# Arguments (from //:generate): the generator, then one manifest per family
-# (<family>.fatbins.tsv from kl_fatbin: family, variant, path, archs).
+# Arguments (from //:generate): one manifest per family (<family>.fatbins.tsv
+# from kl_fatbin: family, variant, path, archs).
+#
+# The generator runs from its source in the workspace (codegen/main.py, the
+# program of //codegen:klaunch_codegen) with the python3 on PATH: the same
+# code the build's genrules ran, without depending on a runfiles tree.
 set -euo pipefail
 
 if [ -z "${BUILD_WORKSPACE_DIRECTORY:-}" ]; then
   echo "generate: run it as: bazel run //:generate" >&2
   exit 2
 fi
-codegen="$PWD/$1"
-shift
 
 specs=()
 for manifest in "$@"; do
@@ -20,7 +22,7 @@ for manifest in "$@"; do
 done
 
 (cd "$BUILD_WORKSPACE_DIRECTORY" &&
-  "$codegen" --include-dir generated --docs docs/LAUNCHERS.md "${specs[@]}")
+  python3 codegen/main.py --include-dir generated --docs docs/LAUNCHERS.md "${specs[@]}")
 
 # The table: one row per fatbin.
 {
