@@ -542,8 +542,9 @@ class _Validator:
             for n, _ in v.constants:
                 consts.setdefault(n, True)
         resolver = _Resolver(launcher.params, list(consts))
-        for pre_i, item in enumerate(f["preconditions"][1].value if "preconditions" in f and self.want_list(f["preconditions"][1], "preconditions of %s" % label) else []):
-            self.precondition(item, pre_i + 1, launcher, label, resolver)
+        if "preconditions" in f and self.want_list(f["preconditions"][1], "preconditions of %s" % label):
+            for number, item in enumerate(f["preconditions"][1].value, 1):
+                self.precondition(item, number, launcher, label, resolver)
         for key, limits in (("grid", GRID_LIMITS), ("block", BLOCK_LIMITS)):
             if key not in f:
                 continue
