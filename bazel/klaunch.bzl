@@ -19,7 +19,8 @@ def kl_codegen_cmd(args):
     """A genrule command running the generator with `args` in a scratch copy
     of the workspace layout (its specs/ holds the spec files, by symlink).
     $$KL_OUT names that directory afterwards."""
-    return ("KL_OUT=$$(mktemp -d) && mkdir -p $$KL_OUT/specs $$KL_OUT/generated $$KL_OUT/docs && " +
+    return ("KL_OUT=$$(mktemp -d) && trap 'rm -rf $$KL_OUT' EXIT && " +
+            "mkdir -p $$KL_OUT/specs $$KL_OUT/generated $$KL_OUT/docs && " +
             "for s in $(SRCS); do ln -s $$PWD/$$s $$KL_OUT/specs/; done && " +
             "gen=$$PWD/$(location %s) && (cd $$KL_OUT && $$gen %s)") % (_CODEGEN, args)
 
