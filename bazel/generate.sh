@@ -6,7 +6,7 @@
 # from kl_fatbin: family, variant, path, archs).
 #
 # The generator runs from its source in the workspace (codegen/main.py, the
-# program of //codegen:klaunch_codegen) with the python3 on PATH: the same
+# program of //codegen:generator) with the python3 on PATH: the same
 # code the build's genrules ran, without depending on a runfiles tree.
 set -euo pipefail
 

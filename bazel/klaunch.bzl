@@ -2,7 +2,7 @@
 
     kl_family(name = "paged_decode", spec = "paged_decode.yaml")
 
-Runs //codegen:klaunch_codegen on the spec and makes
+Runs //codegen:generator on the spec and makes
   :<name>          the genrule: klaunch/<name>.h and klaunch/<name>.cuh
   :<name>_headers  cc_library of klaunch/<name>.h (deps on //:klaunch), so
                    `#include "klaunch/<name>.h"` works
@@ -13,7 +13,7 @@ must see only these generated headers, never the committed copies in
 generated/. The spec's `family` must equal `name`.
 """
 
-_CODEGEN = "//codegen:klaunch_codegen"
+_CODEGEN = "//codegen:generator"
 
 def kl_codegen_cmd(args):
     """A genrule command running the generator with `args` in a scratch copy
