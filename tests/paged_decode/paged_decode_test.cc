@@ -577,23 +577,27 @@ TEST_F(PagedDecodeTest, Fp8GqaInterleavedAndOffAlignmentCache) {
 // ---- every kernel: a long sequence, large scores ----------------------------------
 
 TEST_F(PagedDecodeTest, LongSequenceOf32768Positions) {
+    // One KV head keeps the float64 reference quick in an unoptimised build.
     uint32_t seed = 1300;
     int i = 0;
     for (Kind kind : {Kind::kBf16, Kind::kFp8, Kind::kBf16Gqa, Kind::kFp8Gqa}) {
         Case c;
         const bool packed = kind == Kind::kBf16Gqa || kind == Kind::kFp8Gqa;
-        c.num_kv_heads = 2;
-        c.num_q_heads = packed ? 16 : 8;
+        c.num_kv_heads = 1;
+        c.num_q_heads = packed ? 8 : 3;
         c.block_size = i++ % 2 ? 64 : 16;
-        c.seq_lens = {32768, 0, 32767};
+        c.seq_lens = {32768, 0};
         c.k_scale = 0.9f;
         c.v_scale = 1.3f;
         c.seed = seed++;
         run_case(kind, 8, c);
-        // The same with a window that ends mid-block.
-        c.sliding_window = 20000;
-        c.seed = seed++;
-        run_case(kind, 8, c);
+        if (kind == Kind::kBf16 || kind == Kind::kFp8Gqa) {
+            // A window that starts and ends mid-block.
+            c.seq_lens = {32767};
+            c.sliding_window = 20000;
+            c.seed = seed++;
+            run_case(kind, 8, c);
+        }
     }
 }
 
