@@ -13,7 +13,10 @@ must see only these generated headers, never the committed copies in
 generated/. The spec's `family` must equal `name`.
 """
 
-_CODEGEN = "//codegen:generator"
+# Label(): these resolve in klaunch's repository also when the macros are
+# called from another workspace (a plain string would name a target there).
+_CODEGEN = Label("//codegen:generator")
+_RUNTIME = Label("//:klaunch")
 
 def kl_codegen_cmd(args):
     """A genrule command running the generator with `args` in a scratch copy
@@ -47,7 +50,7 @@ def kl_family(name, spec, visibility = None):
         # -I (not -isystem, as `includes` would give): warnings in generated
         # code must reach the -Werror header tests.
         strip_include_prefix = "",
-        deps = ["//:klaunch"],
+        deps = [_RUNTIME],
         visibility = visibility,
     )
     native.cc_library(
