@@ -13,10 +13,15 @@
 
 namespace {
 
-// The metadata a saxpy_bf16 fatbin carries (klaunch's docs/DESIGN.md); the
-// recording backend loads it in place of the fatbin.
-const char kItems4[] = "klaunch-module 1\nfamily saxpy_bf16\nvariant items4\nconst SAXPY_ITEMS 4\n";
-const char kItems8[] = "klaunch-module 1\nfamily saxpy_bf16\nvariant items8\nconst SAXPY_ITEMS 8\n";
+// The metadata a saxpy_bf16 fatbin of `variant` carries (klaunch's
+// docs/DESIGN.md); the recording backend loads it in place of the fatbin.
+std::string Meta(const std::string &variant, int items) {
+    return "klaunch-module 1\nfamily saxpy_bf16\nvariant " + variant + "\nspec_hash " +
+           kl_saxpy_bf16_desc.spec_hash + "\nsource_hash unknown\nconst SAXPY_ITEMS " + std::to_string(items) +
+           "\n";
+}
+const std::string kItems4 = Meta("items4", 4);
+const std::string kItems8 = Meta("items8", 8);
 
 template <class T>
 T At(const kl_record &r, size_t offset) {
@@ -30,8 +35,8 @@ class SaxpyLaunch : public ::testing::Test {
     void SetUp() override { kl_record_backend_init(&rb_, recs_, 4); }
     void TearDown() override { kl_module_unload(&mod_); }
 
-    void Load(const char *meta) {
-        ASSERT_EQ(KL_SUCCESS, kl_module_load(&rb_.base, meta, std::strlen(meta), &mod_)) << kl_last_error_message();
+    void Load(const std::string &meta) {
+        ASSERT_EQ(KL_SUCCESS, kl_module_load(&rb_.base, meta.data(), meta.size(), &mod_)) << kl_last_error_message();
         ASSERT_EQ(KL_SUCCESS, kl_saxpy_bf16_get(&k_, &mod_)) << kl_last_error_message();
     }
 
