@@ -43,10 +43,11 @@ paged_decode_attn_bf16(const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache, con
 
     /* Every row starts a multiple of head_dim elements after the cache base. */
     const bool vec = (head_dim % 8u) == 0u && (((uintptr_t)k_cache | (uintptr_t)v_cache) & 15u) == 0u;
+    const paged_decode__out_bf16 out{out_head, 1.0f};
     if (vec)
-        paged_decode__plain_core<false, 8>(sm, q_head, k_head, v_head, out_head, table, begin, end, head_dim,
-                                           block_size, block_stride, row_stride, q_scale, 1.0f);
+        paged_decode__plain_core<false, 8>(sm, q_head, k_head, v_head, out, table, begin, end, head_dim, block_size,
+                                           block_stride, row_stride, q_scale);
     else
-        paged_decode__plain_core<false, 1>(sm, q_head, k_head, v_head, out_head, table, begin, end, head_dim,
-                                           block_size, block_stride, row_stride, q_scale, 1.0f);
+        paged_decode__plain_core<false, 1>(sm, q_head, k_head, v_head, out, table, begin, end, head_dim, block_size,
+                                           block_stride, row_stride, q_scale);
 }

@@ -43,10 +43,12 @@ paged_decode_attn_bf16_gqa(const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache,
     const float q_scale = inv_sqrt_d * PAGED_DECODE__LOG2E;
 
     const bool vec = HD % 8 == 0 && (((uintptr_t)k_cache | (uintptr_t)v_cache) & 15u) == 0u;
+    /* Output rows of the NH heads are consecutive: [NH, HD]. */
+    const paged_decode__out_bf16 out{out_grp, 1.0f};
     if (vec)
-        paged_decode__gqa_core<false, NH, HD, 8>(sm, q_grp, k_head, v_head, out_grp, table, begin, end, block_size,
-                                                 block_stride, row_stride, q_scale, 1.0f);
+        paged_decode__gqa_core<false, NH, HD, 8>(sm, q_grp, k_head, v_head, out, table, begin, end, block_size,
+                                                 block_stride, row_stride, q_scale);
     else
-        paged_decode__gqa_core<false, NH, HD, 1>(sm, q_grp, k_head, v_head, out_grp, table, begin, end, block_size,
-                                                 block_stride, row_stride, q_scale, 1.0f);
+        paged_decode__gqa_core<false, NH, HD, 1>(sm, q_grp, k_head, v_head, out, table, begin, end, block_size,
+                                                 block_stride, row_stride, q_scale);
 }

@@ -44,10 +44,11 @@ paged_decode_attn_fp8(const __nv_bfloat16 *q, const __nv_fp8_e4m3 *k_cache, cons
 
     const bool vec = (head_dim % 16u) == 0u && (cache_stride % 16u) == 0u &&
                      (((uintptr_t)k_cache | (uintptr_t)v_cache) & 15u) == 0u;
+    const paged_decode__out_bf16 out{out_head, out_scale};
     if (vec)
-        paged_decode__plain_core<true, 16>(sm, q_head, k_head, v_head, out_head, table, begin, end, head_dim,
-                                           block_size, cache_stride, row_stride, q_scale, out_scale);
+        paged_decode__plain_core<true, 16>(sm, q_head, k_head, v_head, out, table, begin, end, head_dim, block_size,
+                                           cache_stride, row_stride, q_scale);
     else
-        paged_decode__plain_core<true, 1>(sm, q_head, k_head, v_head, out_head, table, begin, end, head_dim,
-                                          block_size, cache_stride, row_stride, q_scale, out_scale);
+        paged_decode__plain_core<true, 1>(sm, q_head, k_head, v_head, out, table, begin, end, head_dim, block_size,
+                                          cache_stride, row_stride, q_scale);
 }

@@ -45,10 +45,12 @@ paged_decode_attn_fp8_gqa(const __nv_bfloat16 *q, const __nv_fp8_e4m3 *k_cache, 
 
     const bool vec = HD % 8 == 0 && (cache_stride % 8u) == 0u &&
                      (((uintptr_t)k_cache | (uintptr_t)v_cache) & 7u) == 0u;
+    /* Output rows of the NH heads are consecutive: [NH, HD]. */
+    const paged_decode__out_bf16 out{out_grp, out_scale};
     if (vec)
-        paged_decode__gqa_core<true, NH, HD, 8>(sm, q_grp, k_head, v_head, out_grp, table, begin, end, block_size,
-                                                cache_stride, row_stride, q_scale, out_scale);
+        paged_decode__gqa_core<true, NH, HD, 8>(sm, q_grp, k_head, v_head, out, table, begin, end, block_size,
+                                                cache_stride, row_stride, q_scale);
     else
-        paged_decode__gqa_core<true, NH, HD, 1>(sm, q_grp, k_head, v_head, out_grp, table, begin, end, block_size,
-                                                cache_stride, row_stride, q_scale, out_scale);
+        paged_decode__gqa_core<true, NH, HD, 1>(sm, q_grp, k_head, v_head, out, table, begin, end, block_size,
+                                                cache_stride, row_stride, q_scale);
 }

@@ -1,5 +1,7 @@
-/* paged_decode_common.cuh - device code shared by the four paged decode
- * attention kernels (docs: ../shared/notes/kernel-contract.md, kernels 9-12).
+/* paged_decode_common.cuh - device code shared by the paged decode attention
+ * kernels: the seed's four (docs: ../shared/notes/kernel-contract.md,
+ * kernels 9-12) and the split-KV partial and combine kernels
+ * (specs/paged_decode.yaml).
  *
  * What every kernel of the family computes, for sequence s and query head h:
  *
@@ -29,6 +31,16 @@
  *   8 warps through shared memory, and the result is rounded to bf16 once.
  * - An empty range leaves every state at (m = -inf, l = 0, acc = 0); every
  *   merge guards -inf - -inf, so such a sequence writes exact zeros.
+ * - The cores end by handing each head's block-wide state (m, l, acc) to an
+ *   output policy: paged_decode__out_bf16 (the seed kernels: acc / l as
+ *   bf16) or paged_decode__out_partial (split-KV: the state itself, fp32).
+ *
+ * Split-KV (paged_decode_split_*.cu, not in the seed): the same cores run
+ * on one split of the window (paged_decode__split_range, whole cache
+ * blocks) per block of a (heads, num_seqs, num_splits) grid and write
+ * (m, l, acc) to a caller's workspace; paged_decode_split_combine.cu merges
+ * the splits: M = max m_j, out = sum 2^(m_j - M) acc_j / sum 2^(m_j - M) l_j
+ * over the splits with m_j > -inf.
  *
  * The kernels of the family are compiled as one translation unit per
  * variant (a unity build), so everything here is a template or static,
@@ -237,6 +249,93 @@ static __device__ __forceinline__ void paged_decode__load_step(
     for (int u = 0; u < U; ++u) paged_decode__walk_next(wk[u], stride, stride_q, stride_r, end, block_size, table);
 }
 
+/* ---- where a block's result goes ------------------------------------------- */
+
+/* The cores end with, per head h < heads of the block and element d, the
+ * block's softmax state over its positions: m (largest base-2 score, -inf
+ * for none), l = sum_p 2^(s_p - m) and o = sum_p 2^(s_p - m) v_p[d] (v in
+ * the cores' units), and hand it to Out::put. */
+
+/* The seed kernels' output row(s): o / l times `scale`, rounded to bf16
+ * once; zeros when the block had no position (l == 0). Head h's row is at
+ * row + h * head_dim. */
+struct paged_decode__out_bf16 {
+    __nv_bfloat16 *row;
+    float scale;
+    __device__ __forceinline__ void put(uint32_t h, uint32_t d, uint32_t head_dim, float m, float l, float o) const {
+        (void)m;
+        row[h * head_dim + d] = __float2bfloat16_rn(l > 0.0f ? o * (scale / l) : 0.0f);
+    }
+};
+
+/* A split's partial state in the split workspace (paged_decode__ws_*): head
+ * h's accumulator row at acc + h * head_dim (o times `scale`, so it holds
+ * dequantised values), its (m, l) at ml + 2h, written by the thread that
+ * has d == 0. Left unnormalised: paged_decode_split_combine rescales the
+ * splits to a common max before dividing. */
+struct paged_decode__out_partial {
+    float *acc;
+    float *ml;
+    float scale;
+    __device__ __forceinline__ void put(uint32_t h, uint32_t d, uint32_t head_dim, float m, float l, float o) const {
+        acc[h * head_dim + d] = o * scale;
+        if (d == 0u) {
+            ml[2u * h] = m;
+            ml[2u * h + 1u] = l;
+        }
+    }
+};
+
+/* ---- split-KV ---------------------------------------------------------------- */
+
+/* Split `split` of `num_splits` of the window [begin, end), as
+ * [*sbegin, *send) (empty when *sbegin >= *send): the window's cache blocks
+ * b0 = begin / block_size .. b1 = ceil_div(end, block_size) are dealt out
+ * per = ceil_div(b1 - b0, num_splits) at a time, so every cache block is
+ * read by one split only; split j covers [max(begin, (b0 + j*per) *
+ * block_size), min(end, (b0 + (j+1)*per) * block_size)). Trailing splits
+ * are empty when there are fewer blocks than splits (or per rounds up). */
+static __device__ __forceinline__ void paged_decode__split_range(uint32_t begin, uint32_t end, uint32_t block_size,
+                                                                 uint32_t num_splits, uint32_t split,
+                                                                 uint32_t *sbegin, uint32_t *send) {
+    *sbegin = end;
+    *send = end;
+    if (begin >= end) return;
+    const uint32_t b0 = begin / block_size;
+    const uint32_t b1 = (end - 1u) / block_size + 1u; /* ceil_div without overflow */
+    const uint32_t per = (b1 - b0 - 1u) / num_splits + 1u;
+    /* 64-bit: (b0 + j*per) * block_size passes 2^32 for the trailing splits. */
+    const uint64_t lo = ((uint64_t)b0 + (uint64_t)split * per) * block_size;
+    const uint64_t hi = lo + (uint64_t)per * block_size;
+    const uint64_t sb = lo > begin ? lo : (uint64_t)begin;
+    const uint64_t se = hi < end ? hi : (uint64_t)end;
+    if (sb < se) {
+        *sbegin = (uint32_t)sb;
+        *send = (uint32_t)se;
+    }
+}
+
+/* The split workspace (f32): R = num_seqs * num_splits * num_q_heads rows,
+ * row (seq * num_splits + split) * num_q_heads + q_head; accumulators
+ * [R][head_dim] from element 0, then (m, l) pairs [R][2]. */
+static __device__ __forceinline__ uint64_t paged_decode__ws_row(uint32_t seq, uint32_t split, uint32_t num_splits,
+                                                                uint32_t num_q_heads, uint32_t q_head) {
+    return ((uint64_t)seq * num_splits + split) * num_q_heads + q_head;
+}
+static __device__ __forceinline__ float *paged_decode__ws_ml(float *ws, uint32_t num_seqs, uint32_t num_splits,
+                                                             uint32_t num_q_heads, uint32_t head_dim, uint64_t row) {
+    return ws + (uint64_t)num_seqs * num_splits * num_q_heads * head_dim + 2u * row;
+}
+
+/* An empty split's record: (m, l) = (-inf, 0) for each of its `heads` heads;
+ * the accumulator rows are not written (the combine never reads them). */
+static __device__ __forceinline__ void paged_decode__empty_split(float *ml, uint32_t heads) {
+    for (uint32_t h = threadIdx.x; h < heads; h += PAGED_DECODE__THREADS) {
+        ml[2u * h] = -INFINITY;
+        ml[2u * h + 1u] = 0.0f;
+    }
+}
+
 /* ---- plain kernels: one query head per block, head_dim known at run time -- */
 
 /* Shared memory of the plain core (declared by the kernel, so that the fast
@@ -247,17 +346,16 @@ struct paged_decode__plain_smem {
     float l[PAGED_DECODE__WARPS];
 };
 
-/* One (query head, sequence). E elements per lane chunk; G lanes per row is
- * the smallest power of two covering head_dim / E chunks, at most 32, so a
- * warp holds 32 / G groups. Pointers: q_head at the head's first element,
- * k_head / v_head at the cache's element kv_head * head_dim (byte pointers),
- * out_head at the head's output row. */
-template <bool FP8, int E>
+/* One (query head, sequence), positions [begin, end). E elements per lane
+ * chunk; G lanes per row is the smallest power of two covering head_dim / E
+ * chunks, at most 32, so a warp holds 32 / G groups. Pointers: q_head at the
+ * head's first element, k_head / v_head at the cache's element
+ * kv_head * head_dim (byte pointers). The result goes to `out` (head 0). */
+template <bool FP8, int E, class Out>
 static __device__ __forceinline__ void paged_decode__plain_core(
     paged_decode__plain_smem &sm, const __nv_bfloat16 *__restrict__ q_head, const unsigned char *__restrict__ k_head,
-    const unsigned char *__restrict__ v_head, __nv_bfloat16 *__restrict__ out_head,
-    const int32_t *__restrict__ table, uint32_t begin, uint32_t end, uint32_t head_dim, uint32_t block_size,
-    uint64_t block_stride, uint64_t row_stride, float q_scale, float out_scale) {
+    const unsigned char *__restrict__ v_head, const Out &out, const int32_t *__restrict__ table, uint32_t begin,
+    uint32_t end, uint32_t head_dim, uint32_t block_size, uint64_t block_stride, uint64_t row_stride, float q_scale) {
     constexpr int ES = FP8 ? 1 : 2;
     constexpr int VB = E * ES;
     constexpr int W = paged_decode__words<VB>::n;
@@ -420,7 +518,7 @@ static __device__ __forceinline__ void paged_decode__plain_core(
             lt = fmaf(sm.l[w], f, lt);
             o = fmaf(sm.acc[w][d], f, o);
         }
-        out_head[d] = __float2bfloat16_rn(lt > 0.0f ? o * (out_scale / lt) : 0.0f);
+        out.put(0u, d, head_dim, mm, lt, o);
     }
 }
 
@@ -473,13 +571,13 @@ static __device__ __forceinline__ void paged_decode__reduce_scatter(float (&part
  * online-softmax state (m, l) of its head h; the probabilities are then
  * broadcast for the accumulator update, and the accumulator is rescaled only
  * when some running max grew (a vote). q_grp points at the group's first
- * query head, out_grp at its first output row. */
-template <bool FP8, int NH, int HD, int E>
+ * query head; the results of its heads 0 .. NH-1 go to `out`. */
+template <bool FP8, int NH, int HD, int E, class Out>
 static __device__ __forceinline__ void paged_decode__gqa_core(
     paged_decode__gqa_smem<NH, HD> &sm, const __nv_bfloat16 *__restrict__ q_grp,
     const unsigned char *__restrict__ k_head, const unsigned char *__restrict__ v_head,
-    __nv_bfloat16 *__restrict__ out_grp, const int32_t *__restrict__ table, uint32_t begin, uint32_t end,
-    uint32_t block_size, uint64_t block_stride, uint64_t row_stride, float q_scale, float out_scale) {
+    const Out &out, const int32_t *__restrict__ table, uint32_t begin, uint32_t end, uint32_t block_size,
+    uint64_t block_stride, uint64_t row_stride, float q_scale) {
     constexpr int ES = FP8 ? 1 : 2;
     constexpr int VB = E * ES;
     constexpr int W = paged_decode__words<VB>::n;
@@ -644,7 +742,6 @@ static __device__ __forceinline__ void paged_decode__gqa_core(
     }
     __syncthreads();
 
-    /* Output rows of the NH heads are consecutive: [NH, HD]. */
     for (uint32_t i = tid; i < (uint32_t)(NH * HD); i += PAGED_DECODE__THREADS) {
         const uint32_t h = i / HD, d = i % HD;
         float mm = -INFINITY;
@@ -657,7 +754,7 @@ static __device__ __forceinline__ void paged_decode__gqa_core(
             lt = fmaf(sm.l[w][h], f, lt);
             o = fmaf(sm.acc[w][h][d], f, o);
         }
-        out_grp[i] = __float2bfloat16_rn(lt > 0.0f ? o * (out_scale / lt) : 0.0f);
+        out.put(h, d, (uint32_t)HD, mm, lt, o);
     }
 }
 

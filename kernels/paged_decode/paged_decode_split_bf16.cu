@@ -1,0 +1,59 @@
+#include "klaunch/paged_decode.cuh"
+
+/* paged_decode_split_bf16 (specs/paged_decode.yaml; not in the seed)
+ *
+ * Split-KV partial pass of paged_decode_attn_bf16: block (q_head, seq,
+ * split) runs the plain core of paged_decode_attn_bf16 over one split of
+ * the sequence's window (paged_decode__split_range: whole cache blocks) and
+ * writes the split's (m, l, acc) to the workspace instead of an output row;
+ * paged_decode_split_combine.cu merges the splits. An empty split writes
+ * (m, l) = (-inf, 0) and returns. How: paged_decode_common.cuh.
+ *
+ * Geometry: grid (num_q_heads, num_seqs, num_splits), block 256, launch
+ * bounds (256, 2) as the seed kernel (the same core, so the same registers).
+ */
+
+#include "paged_decode_common.cuh"
+
+extern "C" __global__ void __launch_bounds__(PAGED_DECODE__THREADS, 2)
+paged_decode_split_bf16(const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache, const __nv_bfloat16 *v_cache,
+                        float *workspace, const int32_t *block_tables, const int32_t *seq_lens,
+                        uint32_t max_blocks_per_seq, uint32_t num_seqs, uint32_t num_q_heads, uint32_t num_kv_heads,
+                        uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, uint32_t q_stride,
+                        uint32_t sliding_window, uint32_t num_splits) {
+    __shared__ paged_decode__plain_smem sm;
+    /* The launcher's preconditions; a direct launch that breaks them does nothing. */
+    if (head_dim == 0u || head_dim > PAGED_DECODE__MAX_HEAD_DIM || block_size == 0u || num_kv_heads == 0u ||
+        num_q_heads % num_kv_heads != 0u || num_splits == 0u)
+        return;
+    const uint32_t h = blockIdx.x, s = blockIdx.y, j = blockIdx.z;
+    const uint32_t kvh = h / (num_q_heads / num_kv_heads);
+
+    uint32_t wbegin, wend, begin, end;
+    paged_decode__range(seq_lens[s], sliding_window, max_blocks_per_seq, block_size, &wbegin, &wend);
+    paged_decode__split_range(wbegin, wend, block_size, num_splits, j, &begin, &end);
+
+    const uint64_t row = paged_decode__ws_row(s, j, num_splits, num_q_heads, h);
+    float *ml = paged_decode__ws_ml(workspace, num_seqs, num_splits, num_q_heads, head_dim, row);
+    if (begin >= end) {
+        paged_decode__empty_split(ml, 1u);
+        return;
+    }
+
+    const uint64_t row_stride = (uint64_t)num_kv_heads * head_dim;
+    const uint64_t block_stride = (uint64_t)block_size * row_stride;
+    const __nv_bfloat16 *q_head = q + (uint64_t)s * q_stride + (uint64_t)h * head_dim;
+    const int32_t *table = block_tables + (uint64_t)s * max_blocks_per_seq;
+    const unsigned char *k_head = reinterpret_cast<const unsigned char *>(k_cache + (uint64_t)kvh * head_dim);
+    const unsigned char *v_head = reinterpret_cast<const unsigned char *>(v_cache + (uint64_t)kvh * head_dim);
+    const float q_scale = inv_sqrt_d * PAGED_DECODE__LOG2E;
+    const paged_decode__out_partial out{workspace + row * head_dim, ml, 1.0f};
+
+    const bool vec = (head_dim % 8u) == 0u && (((uintptr_t)k_cache | (uintptr_t)v_cache) & 15u) == 0u;
+    if (vec)
+        paged_decode__plain_core<false, 8>(sm, q_head, k_head, v_head, out, table, begin, end, head_dim, block_size,
+                                           block_stride, row_stride, q_scale);
+    else
+        paged_decode__plain_core<false, 1>(sm, q_head, k_head, v_head, out, table, begin, end, head_dim, block_size,
+                                           block_stride, row_stride, q_scale);
+}

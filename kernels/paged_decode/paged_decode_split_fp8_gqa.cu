@@ -1,0 +1,63 @@
+#include "klaunch/paged_decode.cuh"
+
+/* paged_decode_split_fp8_gqa (specs/paged_decode.yaml; not in the seed)
+ *
+ * GQA-packed split-KV partial pass over an fp8 cache: block (kv_head, seq,
+ * split) runs the packed core of paged_decode_attn_fp8_gqa over one split
+ * of the window and writes each head's (m, l, acc) to the workspace, acc
+ * dequantised (v_scale applied). An empty split writes (m, l) = (-inf, 0)
+ * for its heads. How: paged_decode_common.cuh.
+ *
+ * Geometry: grid (num_kv_heads, num_seqs, num_splits), block 256. 8-byte
+ * loads when the caches are 8-byte aligned and cache_stride % 8 == 0, as
+ * the seed kernel.
+ */
+
+#include "paged_decode_common.cuh"
+
+#if !defined(DECODE_GQA_PACK_WIDTH) || !defined(DECODE_GQA_PACK_HEAD_DIM)
+#error "klaunch/paged_decode.cuh did not define the GQA pack constants; regenerate it from specs/paged_decode.yaml"
+#endif
+
+extern "C" __global__ void __launch_bounds__(PAGED_DECODE__THREADS)
+paged_decode_split_fp8_gqa(const __nv_bfloat16 *q, const __nv_fp8_e4m3 *k_cache, const __nv_fp8_e4m3 *v_cache,
+                           float *workspace, const int32_t *block_tables, const int32_t *seq_lens,
+                           uint32_t max_blocks_per_seq, uint32_t num_seqs, uint32_t num_q_heads,
+                           uint32_t num_kv_heads, uint32_t head_dim, uint32_t block_size, float inv_sqrt_d,
+                           float k_scale, float v_scale, uint32_t q_stride, uint64_t cache_stride,
+                           uint32_t sliding_window, uint32_t num_splits) {
+    constexpr int NH = DECODE_GQA_PACK_WIDTH, HD = DECODE_GQA_PACK_HEAD_DIM;
+    __shared__ paged_decode__gqa_smem<NH, HD> sm;
+    if (head_dim != (uint32_t)HD || num_q_heads != num_kv_heads * (uint32_t)NH || block_size == 0u ||
+        num_splits == 0u)
+        return;
+    const uint32_t kvh = blockIdx.x, s = blockIdx.y, j = blockIdx.z;
+
+    uint32_t wbegin, wend, begin, end;
+    paged_decode__range(seq_lens[s], sliding_window, max_blocks_per_seq, block_size, &wbegin, &wend);
+    paged_decode__split_range(wbegin, wend, block_size, num_splits, j, &begin, &end);
+
+    const uint64_t row = paged_decode__ws_row(s, j, num_splits, num_q_heads, kvh * (uint32_t)NH);
+    float *ml = paged_decode__ws_ml(workspace, num_seqs, num_splits, num_q_heads, (uint32_t)HD, row);
+    if (begin >= end) {
+        paged_decode__empty_split(ml, (uint32_t)NH);
+        return;
+    }
+
+    const uint64_t row_stride = (uint64_t)num_kv_heads * HD;
+    const __nv_bfloat16 *q_grp = q + (uint64_t)s * q_stride + (uint64_t)kvh * NH * HD;
+    const int32_t *table = block_tables + (uint64_t)s * max_blocks_per_seq;
+    const unsigned char *k_head = reinterpret_cast<const unsigned char *>(k_cache) + (uint64_t)kvh * HD;
+    const unsigned char *v_head = reinterpret_cast<const unsigned char *>(v_cache) + (uint64_t)kvh * HD;
+    const float q_scale = inv_sqrt_d * k_scale * PAGED_DECODE__FP8_UNIT * PAGED_DECODE__LOG2E;
+    const paged_decode__out_partial out{workspace + row * HD, ml, v_scale * PAGED_DECODE__FP8_UNIT};
+
+    const bool vec = HD % 8 == 0 && (cache_stride % 8u) == 0u &&
+                     (((uintptr_t)k_cache | (uintptr_t)v_cache) & 7u) == 0u;
+    if (vec)
+        paged_decode__gqa_core<true, NH, HD, 8>(sm, q_grp, k_head, v_head, out, table, begin, end, block_size,
+                                                cache_stride, row_stride, q_scale);
+    else
+        paged_decode__gqa_core<true, NH, HD, 1>(sm, q_grp, k_head, v_head, out, table, begin, end, block_size,
+                                                cache_stride, row_stride, q_scale);
+}
