@@ -54,7 +54,13 @@ done
 
 cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
 cc_version=$(${CC:-gcc} --version 2>/dev/null | head -n 1 || true)
-echo "date: $(date -u +%Y-%m-%d), commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- include generated specs bench/launch 2>/dev/null || echo ' (with uncommitted changes)')"
+commit=unknown
+if head=$(git rev-parse --short HEAD 2>/dev/null); then
+  commit=$head
+  # Only what the driver is built from counts.
+  git diff --quiet HEAD -- include generated specs codegen bench/launch || commit="$commit (with uncommitted changes)"
+fi
+echo "date: $(date -u +%Y-%m-%d), commit: $commit"
 echo "machine: ${cpu:-unknown CPU}, $(nproc) cores; compiler: ${cc_version:-unknown}; $(valgrind --version)"
 echo "N = $n and $((2 * n)) launches per mode; instructions per launch = (Ir(2N) - Ir(N)) / N"
 echo
