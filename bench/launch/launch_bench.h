@@ -69,7 +69,7 @@ static kl_status lc_noop_launch(const kl_backend *be, const kl_launch *launch) {
     (void)launch;
     return KL_SUCCESS;
 }
-static const kl_backend_ops lc_noop_ops = {"noop", NULL, NULL, NULL, NULL, lc_noop_launch};
+static const kl_backend_ops lc_noop_ops = {.name = "noop", .launch = lc_noop_launch};
 static const kl_backend lc_noop_backend = {&lc_noop_ops};
 
 /* Loads the paged_decode gqa8_d128 metadata into a recording backend (its
