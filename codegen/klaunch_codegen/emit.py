@@ -153,6 +153,8 @@ class LauncherView:
         self.block_limit = _BLOCK_LIMIT
         self.block_threads = by_check[id(launcher.block_threads)]
         self.shared = by_check.get(id(launcher.shared)) if launcher.shared is not None else None
+        self.max_dynamic_shared = launcher.max_dynamic_shared
+        self.max_dynamic_shared_text = launcher.max_dynamic_shared_expr.text if launcher.max_dynamic_shared_expr else None
         self.uses_err = any(c.can_fail for c in self.checks)
         self.temps = ["kl__t%d" % i for i in range(max(c.temps for c in self.checks))]
         read = set()

@@ -210,6 +210,8 @@ class Launcher:
         self.block_threads = None  # Check of x*y*z
         self.block_pos = pos
         self.shared = None  # Check or None (0 bytes)
+        self.max_dynamic_shared = 0  # bytes the kernel opts in to when loaded; 0: the 48 KiB default
+        self.max_dynamic_shared_expr = None  # Expr as written, or None
         self.preconditions = []
         self.const_names = []
 
@@ -261,7 +263,9 @@ class Spec:
 
 TOP_KEYS = ("family", "doc", "variants", "launchers")
 VARIANT_KEYS = ("doc", "constants")
-LAUNCHER_KEYS = ("name", "entry", "doc", "params", "grid", "block", "shared_bytes", "preconditions")
+LAUNCHER_KEYS = ("name", "entry", "doc", "params", "grid", "block", "shared_bytes", "max_dynamic_shared", "preconditions")
+DEFAULT_DYNAMIC_SHARED = 48 * 1024  # what a kernel may use without opting in (cuFuncSetAttribute)
+U32_MAX = (1 << 32) - 1
 PARAM_KEYS = ("name", "type", "launch_only", "doc")
 DIM_KEYS = ("x", "y", "z")
 PRE_KEYS = ("check", "message")
@@ -561,7 +565,10 @@ class _Validator:
                         getattr(launcher, key)[axis] = c
         if "shared_bytes" in f:
             launcher.shared = self.sized(f["shared_bytes"][1], "shared_bytes", label, resolver)
+        if "max_dynamic_shared" in f:
+            self.max_dynamic_shared(f["max_dynamic_shared"][1], launcher, label, resolver, spec)
         self.limits(launcher, label)
+        self.shared_fits(launcher, label, spec)
         # Launch-only parameters exist only for expressions.
         used = set()
         for c in launcher.preconditions + list(launcher.grid.values()) + list(launcher.block.values()) + ([launcher.shared] if launcher.shared else []):
@@ -688,6 +695,66 @@ class _Validator:
                 self.err(e.pos, "%s = %s %s" % (what, e.text, "overflows 64 bits" if err.status == "overflow" else "divides by zero"), "fix the arithmetic")
                 return None
         return c
+
+    def max_dynamic_shared(self, node, launcher, label, resolver, spec):
+        """The kernel's opt-in dynamic shared memory limit: an expression of
+        literals and variant constants, evaluated here for every variant; the
+        largest value goes into kl_kernel_desc.max_dynamic_shared."""
+        e = self.expression(node, "max_dynamic_shared", label, resolver, ex.INT)
+        if e is None:
+            return
+        params = [n for n in e.names if resolver(n).kind == "param"]
+        if params:
+            self.err(
+                e.pos,
+                "max_dynamic_shared of %s reads parameter '%s'" % (label, params[0]),
+                "it is set once, when the kernel is loaded, before any launch; use literals and variant constants",
+            )
+            return
+        values = self.per_variant(e, "max_dynamic_shared", spec)
+        if values is None:
+            return
+        for variant, value in values:
+            if value > U32_MAX:
+                where = " in variant '%s'" % variant if e.names else ""
+                self.err(e.pos, "max_dynamic_shared = %s is %d%s, over 2^32-1" % (e.text, value, where), "give it in bytes, at most 4294967295")
+                return
+        launcher.max_dynamic_shared = max(v for _, v in values)
+        launcher.max_dynamic_shared_expr = e
+
+    def per_variant(self, e, what, spec):
+        """[(variant, value)] of an expression of literals and constants, or
+        None after reporting an overflow or a division by zero."""
+        out = []
+        for v in spec.variants or [Variant("", "", [], (1, 1))]:
+            try:
+                out.append((v.name, ex.evaluate(e.tree, dict(v.constants))))
+            except ex.EvalError as err:
+                where = " in variant '%s'" % v.name if e.names else ""
+                self.err(e.pos, "%s = %s %s%s" % (what, e.text, "overflows 64 bits" if err.status == "overflow" else "divides by zero", where), "fix the arithmetic")
+                return None
+        return out
+
+    def shared_fits(self, launcher, label, spec):
+        """A shared_bytes that reads no parameter must fit the kernel's limit
+        in every variant: max_dynamic_shared, or the 48 KiB default."""
+        c = launcher.shared
+        params = {p.name for p in launcher.params}
+        if c is None or any(n in params for n in c.args):
+            return
+        limit = launcher.max_dynamic_shared or DEFAULT_DYNAMIC_SHARED
+        values = self.per_variant(c.expr, "shared_bytes", spec) if c.args else [("", c.value)]
+        if values is None:
+            return
+        for variant, value in values:
+            if value is not None and value > limit:
+                where = " in variant '%s'" % variant if c.args else ""
+                if launcher.max_dynamic_shared:
+                    hint = "raise max_dynamic_shared to at least %d" % value
+                else:
+                    hint = "a kernel gets 48 KiB (49152 bytes) unless it opts in: add max_dynamic_shared: %d" % value
+                self.err(c.pos, "shared_bytes = %s is %d bytes%s, over the kernel's limit of %d" % (c.text, value, where, limit), hint)
+                return
 
     def limits(self, launcher, label):
         """Values known here must already fit what CUDA allows."""
