@@ -11,8 +11,13 @@
 For each variant V it writes `<name>_V.cu`:
 
     #define KL_VARIANT_V 1
+    #define KL_SIGNATURE_CHECKS_AT_END 1
     #include "klaunch/<family>.cuh"     (the GENERATED header of kl_family)
     #include "<each src, in order>"
+    #define KL_CHECK_SIGNATURES 1
+    #include "klaunch/<family>.cuh"     (again: each kernel's parameters
+                                         checked against the spec, see
+                                         docs/ARG_ORDER.md)
 
 and compiles it once per target architecture of --//bazel:cuda_archs
 (default sm_80,sm_90,sm_100,sm_120,compute_120):
@@ -149,8 +154,15 @@ def _kl_fatbin_impl(ctx):
         lines = [
             "/* Unity translation unit of %s, variant %s; written by bazel/cuda.bzl. */" % (ctx.label, v),
             "#define KL_VARIANT_%s 1" % v,
+            # The kernels' signatures are checked at the end, parameter by
+            # parameter (docs/ARG_ORDER.md), instead of by declarations here.
+            "#define KL_SIGNATURE_CHECKS_AT_END 1",
             "#include \"klaunch/%s.cuh\"" % family,
-        ] + ["#include \"%s\"" % f.path for f in ctx.files.srcs]
+        ] + ["#include \"%s\"" % f.path for f in ctx.files.srcs] + [
+            "/* Every kernel of the spec against its definition above. */",
+            "#define KL_CHECK_SIGNATURES 1",
+            "#include \"klaunch/%s.cuh\"" % family,
+        ]
         ctx.actions.write(unity, "\n".join(lines) + "\n")
 
         images = {}  # arch entry -> File

@@ -138,7 +138,8 @@ class LauncherView:
         self.name = launcher.name
         self.entry = launcher.entry
         self.doc = launcher.doc
-        self.line = launcher.pos[0]
+        self.line, self.col = launcher.pos
+        self.spec_path = spec.path
         self.params = launcher.params
         self.kernel_params = launcher.kernel_params
         self.param_bytes = launcher.param_bytes
@@ -178,6 +179,35 @@ class LauncherView:
 
     def c_params(self):
         return [c_decl(p) for p in self.params]
+
+    def signature_asserts(self):
+        """[(C++ condition, message)]: the kernel-side header's check of a
+        kernel definition's function type kl__F against the spec, parameter
+        by parameter (count, then type), then no extra parameter."""
+        where = "%s:%d:%d" % (self.spec_path, self.line, self.col)
+        out = [("kl__fn<kl__F>::is_kernel", "klaunch: %s is not a kernel (a function returning void) [%s]" % (self.entry, where))]
+        for i, p in enumerate(self.kernel_params):
+            t = p.type.cuda.strip()
+            at = "%s:%d:%d" % (self.spec_path, p.pos[0], p.pos[1])
+            out.append((
+                "kl__fn<kl__F>::arity >= %d" % (i + 1),
+                "klaunch: kernel %s lacks parameter %d (%s: %s, spec type %s) [%s]" % (self.entry, i + 1, p.name, t, p.type.spec, at),
+            ))
+            out.append((
+                "kl__param_is<kl__F, %d, %s>::value" % (i, t),
+                "klaunch: kernel %s, parameter %d (%s): the definition's type is not %s (spec type %s) [%s]"
+                % (self.entry, i + 1, p.name, t, p.type.spec, at),
+            ))
+        n = len(self.kernel_params)
+        out.append((
+            "kl__fn<kl__F>::arity <= %d" % n,
+            "klaunch: kernel %s has more parameters than the %d of its spec [%s]" % (self.entry, n, where),
+        ))
+        return out
+
+    def signature_check_message(self):
+        return "klaunch: kernel %s [%s:%d:%d]; if it is undefined here, no kernel source of the family defines it" % (
+            self.entry, self.spec_path, self.line, self.col)
 
     def arg_ref(self, p):
         return "&kl__%s" % p.name if p.type.name == "bool" else "&%s" % p.name

@@ -4,12 +4,28 @@
  * Every kernel source of the family includes it and is compiled with
  * -DKL_VARIANT_<variant>. It
  *
- * - declares each kernel extern "C" with the spec's parameter list, so a
- *   definition that differs does not compile;
+ * - checks each kernel definition against the spec's parameter list
+ *   (order, type, count, const-ness of the pointee): see SIGNATURE CHECKS;
  * - defines the variant's constants;
  * - defines kl__module_info, the metadata the runtime reads when it loads a
  *   module. KL_SOURCE_HASH, when defined, is a string literal naming the
  *   kernel sources (e.g. -DKL_SOURCE_HASH='"sha256:..."').
+ *
+ * SIGNATURE CHECKS (docs/ARG_ORDER.md)
+ *   By default the kernels are declared extern "C" with the spec's
+ *   parameters, so a definition that differs does not compile (nvcc: "more
+ *   than one instance of overloaded function ... has "C" linkage", naming
+ *   the kernel but not the parameter).
+ *   KL_SIGNATURE_CHECKS_AT_END, defined before the first include, leaves the
+ *   declarations out; the checks then run where this header is included
+ *   again with KL_CHECK_SIGNATURES defined (after every definition: what
+ *   bazel/cuda.bzl's unity translation unit does), or where
+ *   KL_CHECK_KERNEL(<entry>); follows a definition. They fail with a
+ *   static_assert naming the kernel, the parameter and the spec's
+ *   file:line:col, and a kernel the spec names but no source defines is an
+ *   "identifier is undefined" error on its check.
+ *   KL_NO_SIGNATURE_CHECKS turns all of it off (only for test fixtures that
+ *   must build a kernel which differs from its spec).
  */
 #ifndef KLAUNCH_MLA_PREFILL_CUH
 #define KLAUNCH_MLA_PREFILL_CUH
@@ -50,6 +66,7 @@
 #endif
 
 /* ---- kernels (launch-only parameters are not kernel arguments; bool arrives as uint32_t 0/1) ---- */
+#if !defined(KL_SIGNATURE_CHECKS_AT_END) && !defined(KL_NO_SIGNATURE_CHECKS)
 extern "C" __global__ void mla_q_rope_extract_batched(const __nv_bfloat16 *q_full, __nv_bfloat16 *q_rope_out,
     uint32_t num_tokens, uint32_t nq, uint32_t hd, uint32_t nope, uint32_t rope, uint32_t q_dim);
 extern "C" __global__ void mla_q_rope_writeback_batched(const __nv_bfloat16 *q_rope_in, __nv_bfloat16 *q_full,
@@ -73,6 +90,241 @@ extern "C" __global__ void grouped_gemm_mla(const __nv_bfloat16 *a, const __nv_b
 extern "C" __global__ void mla_prefill_attn_320(const __nv_bfloat16 *q, const __nv_bfloat16 *k,
     const __nv_bfloat16 *v, __nv_bfloat16 *output, uint32_t seq_len, uint32_t num_q_heads,
     uint32_t num_kv_heads, uint32_t head_dim, float inv_sqrt_d, uint32_t causal);
+#endif
+
+/* ---- signature checks: kl__signature_<entry><decltype(<entry>)> ---- */
+#ifndef KL__SIGNATURE_TRAITS_1
+#define KL__SIGNATURE_TRAITS_1
+/* Shared by every family's header, hence the guard. kl__fn<F>::arg<I> is
+ * parameter I of function type F, or `present == 0` past the last one, so
+ * one mismatch gives one message, not a cascade. */
+template <unsigned kl__I, class... kl__A> struct kl__arg_at {
+    typedef void type;
+    enum { present = 0 };
+};
+template <class kl__H, class... kl__T> struct kl__arg_at<0, kl__H, kl__T...> {
+    typedef kl__H type;
+    enum { present = 1 };
+};
+template <unsigned kl__I, class kl__H, class... kl__T>
+struct kl__arg_at<kl__I, kl__H, kl__T...> : kl__arg_at<kl__I - 1, kl__T...> {};
+template <class kl__X, class kl__Y> struct kl__same { enum { value = 0 }; };
+template <class kl__X> struct kl__same<kl__X, kl__X> { enum { value = 1 }; };
+template <class kl__F> struct kl__fn {
+    enum { is_kernel = 0, arity = 0 };
+    template <unsigned kl__I> struct arg : kl__arg_at<kl__I> {};
+};
+template <class... kl__A> struct kl__fn<void(kl__A...)> {
+    enum { is_kernel = 1, arity = sizeof...(kl__A) };
+    template <unsigned kl__I> struct arg : kl__arg_at<kl__I, kl__A...> {};
+};
+template <class... kl__A> struct kl__fn<void(kl__A...) noexcept> : kl__fn<void(kl__A...)> {};
+/* Parameter I of F is T, or F has no parameter I (reported on its own). */
+template <class kl__F, unsigned kl__I, class kl__T> struct kl__param_is {
+    typedef typename kl__fn<kl__F>::template arg<kl__I> kl__arg;
+    enum { value = !kl__arg::present || kl__same<typename kl__arg::type, kl__T>::value };
+};
+/* After the definition of kernel `entry` (with KL_SIGNATURE_CHECKS_AT_END). */
+#define KL_CHECK_KERNEL(entry) \
+    static_assert(kl__signature_##entry<decltype(entry)>::ok, "klaunch: kernel " #entry " is checked here")
+#endif /* KL__SIGNATURE_TRAITS_1 */
+
+template <class kl__F> struct kl__signature_mla_q_rope_extract_batched {
+    static_assert(kl__fn<kl__F>::is_kernel, "klaunch: mla_q_rope_extract_batched is not a kernel (a function returning void) [specs/mla_prefill.yaml:27:5]");
+    static_assert(kl__fn<kl__F>::arity >= 1, "klaunch: kernel mla_q_rope_extract_batched lacks parameter 1 (q_full: const __nv_bfloat16 *, spec type const bf16*) [specs/mla_prefill.yaml:32:9]");
+    static_assert(kl__param_is<kl__F, 0, const __nv_bfloat16 *>::value, "klaunch: kernel mla_q_rope_extract_batched, parameter 1 (q_full): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/mla_prefill.yaml:32:9]");
+    static_assert(kl__fn<kl__F>::arity >= 2, "klaunch: kernel mla_q_rope_extract_batched lacks parameter 2 (q_rope_out: __nv_bfloat16 *, spec type bf16*) [specs/mla_prefill.yaml:33:9]");
+    static_assert(kl__param_is<kl__F, 1, __nv_bfloat16 *>::value, "klaunch: kernel mla_q_rope_extract_batched, parameter 2 (q_rope_out): the definition's type is not __nv_bfloat16 * (spec type bf16*) [specs/mla_prefill.yaml:33:9]");
+    static_assert(kl__fn<kl__F>::arity >= 3, "klaunch: kernel mla_q_rope_extract_batched lacks parameter 3 (num_tokens: uint32_t, spec type u32) [specs/mla_prefill.yaml:34:9]");
+    static_assert(kl__param_is<kl__F, 2, uint32_t>::value, "klaunch: kernel mla_q_rope_extract_batched, parameter 3 (num_tokens): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:34:9]");
+    static_assert(kl__fn<kl__F>::arity >= 4, "klaunch: kernel mla_q_rope_extract_batched lacks parameter 4 (nq: uint32_t, spec type u32) [specs/mla_prefill.yaml:35:9]");
+    static_assert(kl__param_is<kl__F, 3, uint32_t>::value, "klaunch: kernel mla_q_rope_extract_batched, parameter 4 (nq): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:35:9]");
+    static_assert(kl__fn<kl__F>::arity >= 5, "klaunch: kernel mla_q_rope_extract_batched lacks parameter 5 (hd: uint32_t, spec type u32) [specs/mla_prefill.yaml:36:9]");
+    static_assert(kl__param_is<kl__F, 4, uint32_t>::value, "klaunch: kernel mla_q_rope_extract_batched, parameter 5 (hd): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:36:9]");
+    static_assert(kl__fn<kl__F>::arity >= 6, "klaunch: kernel mla_q_rope_extract_batched lacks parameter 6 (nope: uint32_t, spec type u32) [specs/mla_prefill.yaml:37:9]");
+    static_assert(kl__param_is<kl__F, 5, uint32_t>::value, "klaunch: kernel mla_q_rope_extract_batched, parameter 6 (nope): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:37:9]");
+    static_assert(kl__fn<kl__F>::arity >= 7, "klaunch: kernel mla_q_rope_extract_batched lacks parameter 7 (rope: uint32_t, spec type u32) [specs/mla_prefill.yaml:38:9]");
+    static_assert(kl__param_is<kl__F, 6, uint32_t>::value, "klaunch: kernel mla_q_rope_extract_batched, parameter 7 (rope): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:38:9]");
+    static_assert(kl__fn<kl__F>::arity >= 8, "klaunch: kernel mla_q_rope_extract_batched lacks parameter 8 (q_dim: uint32_t, spec type u32) [specs/mla_prefill.yaml:39:9]");
+    static_assert(kl__param_is<kl__F, 7, uint32_t>::value, "klaunch: kernel mla_q_rope_extract_batched, parameter 8 (q_dim): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:39:9]");
+    static_assert(kl__fn<kl__F>::arity <= 8, "klaunch: kernel mla_q_rope_extract_batched has more parameters than the 8 of its spec [specs/mla_prefill.yaml:27:5]");
+    static constexpr bool ok = true;
+};
+template <class kl__F> struct kl__signature_mla_q_rope_writeback_batched {
+    static_assert(kl__fn<kl__F>::is_kernel, "klaunch: mla_q_rope_writeback_batched is not a kernel (a function returning void) [specs/mla_prefill.yaml:50:5]");
+    static_assert(kl__fn<kl__F>::arity >= 1, "klaunch: kernel mla_q_rope_writeback_batched lacks parameter 1 (q_rope_in: const __nv_bfloat16 *, spec type const bf16*) [specs/mla_prefill.yaml:55:9]");
+    static_assert(kl__param_is<kl__F, 0, const __nv_bfloat16 *>::value, "klaunch: kernel mla_q_rope_writeback_batched, parameter 1 (q_rope_in): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/mla_prefill.yaml:55:9]");
+    static_assert(kl__fn<kl__F>::arity >= 2, "klaunch: kernel mla_q_rope_writeback_batched lacks parameter 2 (q_full: __nv_bfloat16 *, spec type bf16*) [specs/mla_prefill.yaml:56:9]");
+    static_assert(kl__param_is<kl__F, 1, __nv_bfloat16 *>::value, "klaunch: kernel mla_q_rope_writeback_batched, parameter 2 (q_full): the definition's type is not __nv_bfloat16 * (spec type bf16*) [specs/mla_prefill.yaml:56:9]");
+    static_assert(kl__fn<kl__F>::arity >= 3, "klaunch: kernel mla_q_rope_writeback_batched lacks parameter 3 (num_tokens: uint32_t, spec type u32) [specs/mla_prefill.yaml:57:9]");
+    static_assert(kl__param_is<kl__F, 2, uint32_t>::value, "klaunch: kernel mla_q_rope_writeback_batched, parameter 3 (num_tokens): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:57:9]");
+    static_assert(kl__fn<kl__F>::arity >= 4, "klaunch: kernel mla_q_rope_writeback_batched lacks parameter 4 (nq: uint32_t, spec type u32) [specs/mla_prefill.yaml:58:9]");
+    static_assert(kl__param_is<kl__F, 3, uint32_t>::value, "klaunch: kernel mla_q_rope_writeback_batched, parameter 4 (nq): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:58:9]");
+    static_assert(kl__fn<kl__F>::arity >= 5, "klaunch: kernel mla_q_rope_writeback_batched lacks parameter 5 (hd: uint32_t, spec type u32) [specs/mla_prefill.yaml:59:9]");
+    static_assert(kl__param_is<kl__F, 4, uint32_t>::value, "klaunch: kernel mla_q_rope_writeback_batched, parameter 5 (hd): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:59:9]");
+    static_assert(kl__fn<kl__F>::arity >= 6, "klaunch: kernel mla_q_rope_writeback_batched lacks parameter 6 (nope: uint32_t, spec type u32) [specs/mla_prefill.yaml:60:9]");
+    static_assert(kl__param_is<kl__F, 5, uint32_t>::value, "klaunch: kernel mla_q_rope_writeback_batched, parameter 6 (nope): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:60:9]");
+    static_assert(kl__fn<kl__F>::arity >= 7, "klaunch: kernel mla_q_rope_writeback_batched lacks parameter 7 (rope: uint32_t, spec type u32) [specs/mla_prefill.yaml:61:9]");
+    static_assert(kl__param_is<kl__F, 6, uint32_t>::value, "klaunch: kernel mla_q_rope_writeback_batched, parameter 7 (rope): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:61:9]");
+    static_assert(kl__fn<kl__F>::arity >= 8, "klaunch: kernel mla_q_rope_writeback_batched lacks parameter 8 (q_dim: uint32_t, spec type u32) [specs/mla_prefill.yaml:62:9]");
+    static_assert(kl__param_is<kl__F, 7, uint32_t>::value, "klaunch: kernel mla_q_rope_writeback_batched, parameter 8 (q_dim): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:62:9]");
+    static_assert(kl__fn<kl__F>::arity <= 8, "klaunch: kernel mla_q_rope_writeback_batched has more parameters than the 8 of its spec [specs/mla_prefill.yaml:50:5]");
+    static constexpr bool ok = true;
+};
+template <class kl__F> struct kl__signature_mla_kv_assemble_batched {
+    static_assert(kl__fn<kl__F>::is_kernel, "klaunch: mla_kv_assemble_batched is not a kernel (a function returning void) [specs/mla_prefill.yaml:73:5]");
+    static_assert(kl__fn<kl__F>::arity >= 1, "klaunch: kernel mla_kv_assemble_batched lacks parameter 1 (kv_expanded: const __nv_bfloat16 *, spec type const bf16*) [specs/mla_prefill.yaml:79:9]");
+    static_assert(kl__param_is<kl__F, 0, const __nv_bfloat16 *>::value, "klaunch: kernel mla_kv_assemble_batched, parameter 1 (kv_expanded): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/mla_prefill.yaml:79:9]");
+    static_assert(kl__fn<kl__F>::arity >= 2, "klaunch: kernel mla_kv_assemble_batched lacks parameter 2 (k_rope_buf: const __nv_bfloat16 *, spec type const bf16*) [specs/mla_prefill.yaml:80:9]");
+    static_assert(kl__param_is<kl__F, 1, const __nv_bfloat16 *>::value, "klaunch: kernel mla_kv_assemble_batched, parameter 2 (k_rope_buf): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/mla_prefill.yaml:80:9]");
+    static_assert(kl__fn<kl__F>::arity >= 3, "klaunch: kernel mla_kv_assemble_batched lacks parameter 3 (k_out: __nv_bfloat16 *, spec type bf16*) [specs/mla_prefill.yaml:81:9]");
+    static_assert(kl__param_is<kl__F, 2, __nv_bfloat16 *>::value, "klaunch: kernel mla_kv_assemble_batched, parameter 3 (k_out): the definition's type is not __nv_bfloat16 * (spec type bf16*) [specs/mla_prefill.yaml:81:9]");
+    static_assert(kl__fn<kl__F>::arity >= 4, "klaunch: kernel mla_kv_assemble_batched lacks parameter 4 (v_out: __nv_bfloat16 *, spec type bf16*) [specs/mla_prefill.yaml:82:9]");
+    static_assert(kl__param_is<kl__F, 3, __nv_bfloat16 *>::value, "klaunch: kernel mla_kv_assemble_batched, parameter 4 (v_out): the definition's type is not __nv_bfloat16 * (spec type bf16*) [specs/mla_prefill.yaml:82:9]");
+    static_assert(kl__fn<kl__F>::arity >= 5, "klaunch: kernel mla_kv_assemble_batched lacks parameter 5 (nkv: uint32_t, spec type u32) [specs/mla_prefill.yaml:84:9]");
+    static_assert(kl__param_is<kl__F, 4, uint32_t>::value, "klaunch: kernel mla_kv_assemble_batched, parameter 5 (nkv): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:84:9]");
+    static_assert(kl__fn<kl__F>::arity >= 6, "klaunch: kernel mla_kv_assemble_batched lacks parameter 6 (nope: uint32_t, spec type u32) [specs/mla_prefill.yaml:85:9]");
+    static_assert(kl__param_is<kl__F, 5, uint32_t>::value, "klaunch: kernel mla_kv_assemble_batched, parameter 6 (nope): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:85:9]");
+    static_assert(kl__fn<kl__F>::arity >= 7, "klaunch: kernel mla_kv_assemble_batched lacks parameter 7 (v_dim: uint32_t, spec type u32) [specs/mla_prefill.yaml:86:9]");
+    static_assert(kl__param_is<kl__F, 6, uint32_t>::value, "klaunch: kernel mla_kv_assemble_batched, parameter 7 (v_dim): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:86:9]");
+    static_assert(kl__fn<kl__F>::arity >= 8, "klaunch: kernel mla_kv_assemble_batched lacks parameter 8 (rope: uint32_t, spec type u32) [specs/mla_prefill.yaml:87:9]");
+    static_assert(kl__param_is<kl__F, 7, uint32_t>::value, "klaunch: kernel mla_kv_assemble_batched, parameter 8 (rope): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:87:9]");
+    static_assert(kl__fn<kl__F>::arity >= 9, "klaunch: kernel mla_kv_assemble_batched lacks parameter 9 (hd: uint32_t, spec type u32) [specs/mla_prefill.yaml:88:9]");
+    static_assert(kl__param_is<kl__F, 8, uint32_t>::value, "klaunch: kernel mla_kv_assemble_batched, parameter 9 (hd): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:88:9]");
+    static_assert(kl__fn<kl__F>::arity >= 10, "klaunch: kernel mla_kv_assemble_batched lacks parameter 10 (kv_expanded_stride: uint32_t, spec type u32) [specs/mla_prefill.yaml:89:9]");
+    static_assert(kl__param_is<kl__F, 9, uint32_t>::value, "klaunch: kernel mla_kv_assemble_batched, parameter 10 (kv_expanded_stride): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:89:9]");
+    static_assert(kl__fn<kl__F>::arity <= 10, "klaunch: kernel mla_kv_assemble_batched has more parameters than the 10 of its spec [specs/mla_prefill.yaml:73:5]");
+    static constexpr bool ok = true;
+};
+template <class kl__F> struct kl__signature_mla_cache_assemble_batched {
+    static_assert(kl__fn<kl__F>::is_kernel, "klaunch: mla_cache_assemble_batched is not a kernel (a function returning void) [specs/mla_prefill.yaml:101:5]");
+    static_assert(kl__fn<kl__F>::arity >= 1, "klaunch: kernel mla_cache_assemble_batched lacks parameter 1 (kv_latent: const __nv_bfloat16 *, spec type const bf16*) [specs/mla_prefill.yaml:107:9]");
+    static_assert(kl__param_is<kl__F, 0, const __nv_bfloat16 *>::value, "klaunch: kernel mla_cache_assemble_batched, parameter 1 (kv_latent): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/mla_prefill.yaml:107:9]");
+    static_assert(kl__fn<kl__F>::arity >= 2, "klaunch: kernel mla_cache_assemble_batched lacks parameter 2 (k_rope: const __nv_bfloat16 *, spec type const bf16*) [specs/mla_prefill.yaml:108:9]");
+    static_assert(kl__param_is<kl__F, 1, const __nv_bfloat16 *>::value, "klaunch: kernel mla_cache_assemble_batched, parameter 2 (k_rope): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/mla_prefill.yaml:108:9]");
+    static_assert(kl__fn<kl__F>::arity >= 3, "klaunch: kernel mla_cache_assemble_batched lacks parameter 3 (k_cache: __nv_bfloat16 *, spec type bf16*) [specs/mla_prefill.yaml:109:9]");
+    static_assert(kl__param_is<kl__F, 2, __nv_bfloat16 *>::value, "klaunch: kernel mla_cache_assemble_batched, parameter 3 (k_cache): the definition's type is not __nv_bfloat16 * (spec type bf16*) [specs/mla_prefill.yaml:109:9]");
+    static_assert(kl__fn<kl__F>::arity >= 4, "klaunch: kernel mla_cache_assemble_batched lacks parameter 4 (v_cache: __nv_bfloat16 *, spec type bf16*) [specs/mla_prefill.yaml:110:9]");
+    static_assert(kl__param_is<kl__F, 3, __nv_bfloat16 *>::value, "klaunch: kernel mla_cache_assemble_batched, parameter 4 (v_cache): the definition's type is not __nv_bfloat16 * (spec type bf16*) [specs/mla_prefill.yaml:110:9]");
+    static_assert(kl__fn<kl__F>::arity >= 5, "klaunch: kernel mla_cache_assemble_batched lacks parameter 5 (kv_lora: uint32_t, spec type u32) [specs/mla_prefill.yaml:112:9]");
+    static_assert(kl__param_is<kl__F, 4, uint32_t>::value, "klaunch: kernel mla_cache_assemble_batched, parameter 5 (kv_lora): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:112:9]");
+    static_assert(kl__fn<kl__F>::arity >= 6, "klaunch: kernel mla_cache_assemble_batched lacks parameter 6 (rope: uint32_t, spec type u32) [specs/mla_prefill.yaml:113:9]");
+    static_assert(kl__param_is<kl__F, 5, uint32_t>::value, "klaunch: kernel mla_cache_assemble_batched, parameter 6 (rope): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:113:9]");
+    static_assert(kl__fn<kl__F>::arity >= 7, "klaunch: kernel mla_cache_assemble_batched lacks parameter 7 (mla_cache_dim: uint32_t, spec type u32) [specs/mla_prefill.yaml:114:9]");
+    static_assert(kl__param_is<kl__F, 6, uint32_t>::value, "klaunch: kernel mla_cache_assemble_batched, parameter 7 (mla_cache_dim): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:114:9]");
+    static_assert(kl__fn<kl__F>::arity <= 7, "klaunch: kernel mla_cache_assemble_batched has more parameters than the 7 of its spec [specs/mla_prefill.yaml:101:5]");
+    static constexpr bool ok = true;
+};
+template <class kl__F> struct kl__signature_mla_fused_prefill {
+    static_assert(kl__fn<kl__F>::is_kernel, "klaunch: mla_fused_prefill is not a kernel (a function returning void) [specs/mla_prefill.yaml:123:5]");
+    static_assert(kl__fn<kl__F>::arity >= 1, "klaunch: kernel mla_fused_prefill lacks parameter 1 (q_full: const __nv_bfloat16 *, spec type const bf16*) [specs/mla_prefill.yaml:130:9]");
+    static_assert(kl__param_is<kl__F, 0, const __nv_bfloat16 *>::value, "klaunch: kernel mla_fused_prefill, parameter 1 (q_full): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/mla_prefill.yaml:130:9]");
+    static_assert(kl__fn<kl__F>::arity >= 2, "klaunch: kernel mla_fused_prefill lacks parameter 2 (q_rope: const __nv_bfloat16 *, spec type const bf16*) [specs/mla_prefill.yaml:131:9]");
+    static_assert(kl__param_is<kl__F, 1, const __nv_bfloat16 *>::value, "klaunch: kernel mla_fused_prefill, parameter 2 (q_rope): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/mla_prefill.yaml:131:9]");
+    static_assert(kl__fn<kl__F>::arity >= 3, "klaunch: kernel mla_fused_prefill lacks parameter 3 (kv_latent: const __nv_bfloat16 *, spec type const bf16*) [specs/mla_prefill.yaml:132:9]");
+    static_assert(kl__param_is<kl__F, 2, const __nv_bfloat16 *>::value, "klaunch: kernel mla_fused_prefill, parameter 3 (kv_latent): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/mla_prefill.yaml:132:9]");
+    static_assert(kl__fn<kl__F>::arity >= 4, "klaunch: kernel mla_fused_prefill lacks parameter 4 (k_rope: const __nv_bfloat16 *, spec type const bf16*) [specs/mla_prefill.yaml:133:9]");
+    static_assert(kl__param_is<kl__F, 3, const __nv_bfloat16 *>::value, "klaunch: kernel mla_fused_prefill, parameter 4 (k_rope): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/mla_prefill.yaml:133:9]");
+    static_assert(kl__fn<kl__F>::arity >= 5, "klaunch: kernel mla_fused_prefill lacks parameter 5 (w_uk: const __nv_bfloat16 *, spec type const bf16*) [specs/mla_prefill.yaml:134:9]");
+    static_assert(kl__param_is<kl__F, 4, const __nv_bfloat16 *>::value, "klaunch: kernel mla_fused_prefill, parameter 5 (w_uk): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/mla_prefill.yaml:134:9]");
+    static_assert(kl__fn<kl__F>::arity >= 6, "klaunch: kernel mla_fused_prefill lacks parameter 6 (w_uv: const __nv_bfloat16 *, spec type const bf16*) [specs/mla_prefill.yaml:135:9]");
+    static_assert(kl__param_is<kl__F, 5, const __nv_bfloat16 *>::value, "klaunch: kernel mla_fused_prefill, parameter 6 (w_uv): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/mla_prefill.yaml:135:9]");
+    static_assert(kl__fn<kl__F>::arity >= 7, "klaunch: kernel mla_fused_prefill lacks parameter 7 (v_out: __nv_bfloat16 *, spec type bf16*) [specs/mla_prefill.yaml:136:9]");
+    static_assert(kl__param_is<kl__F, 6, __nv_bfloat16 *>::value, "klaunch: kernel mla_fused_prefill, parameter 7 (v_out): the definition's type is not __nv_bfloat16 * (spec type bf16*) [specs/mla_prefill.yaml:136:9]");
+    static_assert(kl__fn<kl__F>::arity >= 8, "klaunch: kernel mla_fused_prefill lacks parameter 8 (k_cache_out: __nv_bfloat16 *, spec type bf16*) [specs/mla_prefill.yaml:137:9]");
+    static_assert(kl__param_is<kl__F, 7, __nv_bfloat16 *>::value, "klaunch: kernel mla_fused_prefill, parameter 8 (k_cache_out): the definition's type is not __nv_bfloat16 * (spec type bf16*) [specs/mla_prefill.yaml:137:9]");
+    static_assert(kl__fn<kl__F>::arity >= 9, "klaunch: kernel mla_fused_prefill lacks parameter 9 (v_cache_out: __nv_bfloat16 *, spec type bf16*) [specs/mla_prefill.yaml:138:9]");
+    static_assert(kl__param_is<kl__F, 8, __nv_bfloat16 *>::value, "klaunch: kernel mla_fused_prefill, parameter 9 (v_cache_out): the definition's type is not __nv_bfloat16 * (spec type bf16*) [specs/mla_prefill.yaml:138:9]");
+    static_assert(kl__fn<kl__F>::arity >= 10, "klaunch: kernel mla_fused_prefill lacks parameter 10 (seq_len: uint32_t, spec type u32) [specs/mla_prefill.yaml:139:9]");
+    static_assert(kl__param_is<kl__F, 9, uint32_t>::value, "klaunch: kernel mla_fused_prefill, parameter 10 (seq_len): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:139:9]");
+    static_assert(kl__fn<kl__F>::arity >= 11, "klaunch: kernel mla_fused_prefill lacks parameter 11 (nq: uint32_t, spec type u32) [specs/mla_prefill.yaml:140:9]");
+    static_assert(kl__param_is<kl__F, 10, uint32_t>::value, "klaunch: kernel mla_fused_prefill, parameter 11 (nq): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:140:9]");
+    static_assert(kl__fn<kl__F>::arity >= 12, "klaunch: kernel mla_fused_prefill lacks parameter 12 (nope: uint32_t, spec type u32) [specs/mla_prefill.yaml:141:9]");
+    static_assert(kl__param_is<kl__F, 11, uint32_t>::value, "klaunch: kernel mla_fused_prefill, parameter 12 (nope): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:141:9]");
+    static_assert(kl__fn<kl__F>::arity >= 13, "klaunch: kernel mla_fused_prefill lacks parameter 13 (rope: uint32_t, spec type u32) [specs/mla_prefill.yaml:142:9]");
+    static_assert(kl__param_is<kl__F, 12, uint32_t>::value, "klaunch: kernel mla_fused_prefill, parameter 13 (rope): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:142:9]");
+    static_assert(kl__fn<kl__F>::arity >= 14, "klaunch: kernel mla_fused_prefill lacks parameter 14 (kv_lora: uint32_t, spec type u32) [specs/mla_prefill.yaml:143:9]");
+    static_assert(kl__param_is<kl__F, 13, uint32_t>::value, "klaunch: kernel mla_fused_prefill, parameter 14 (kv_lora): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:143:9]");
+    static_assert(kl__fn<kl__F>::arity >= 15, "klaunch: kernel mla_fused_prefill lacks parameter 15 (v_dim: uint32_t, spec type u32) [specs/mla_prefill.yaml:144:9]");
+    static_assert(kl__param_is<kl__F, 14, uint32_t>::value, "klaunch: kernel mla_fused_prefill, parameter 15 (v_dim): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:144:9]");
+    static_assert(kl__fn<kl__F>::arity >= 16, "klaunch: kernel mla_fused_prefill lacks parameter 16 (hd: uint32_t, spec type u32) [specs/mla_prefill.yaml:145:9]");
+    static_assert(kl__param_is<kl__F, 15, uint32_t>::value, "klaunch: kernel mla_fused_prefill, parameter 16 (hd): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:145:9]");
+    static_assert(kl__fn<kl__F>::arity >= 17, "klaunch: kernel mla_fused_prefill lacks parameter 17 (num_kv_heads: uint32_t, spec type u32) [specs/mla_prefill.yaml:146:9]");
+    static_assert(kl__param_is<kl__F, 16, uint32_t>::value, "klaunch: kernel mla_fused_prefill, parameter 17 (num_kv_heads): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:146:9]");
+    static_assert(kl__fn<kl__F>::arity >= 18, "klaunch: kernel mla_fused_prefill lacks parameter 18 (inv_sqrt_d: float, spec type f32) [specs/mla_prefill.yaml:147:9]");
+    static_assert(kl__param_is<kl__F, 17, float>::value, "klaunch: kernel mla_fused_prefill, parameter 18 (inv_sqrt_d): the definition's type is not float (spec type f32) [specs/mla_prefill.yaml:147:9]");
+    static_assert(kl__fn<kl__F>::arity <= 18, "klaunch: kernel mla_fused_prefill has more parameters than the 18 of its spec [specs/mla_prefill.yaml:123:5]");
+    static constexpr bool ok = true;
+};
+template <class kl__F> struct kl__signature_mla_q_final_assemble_batched {
+    static_assert(kl__fn<kl__F>::is_kernel, "klaunch: mla_q_final_assemble_batched is not a kernel (a function returning void) [specs/mla_prefill.yaml:161:5]");
+    static_assert(kl__fn<kl__F>::arity >= 1, "klaunch: kernel mla_q_final_assemble_batched lacks parameter 1 (q_absorbed: const __nv_bfloat16 *, spec type const bf16*) [specs/mla_prefill.yaml:166:9]");
+    static_assert(kl__param_is<kl__F, 0, const __nv_bfloat16 *>::value, "klaunch: kernel mla_q_final_assemble_batched, parameter 1 (q_absorbed): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/mla_prefill.yaml:166:9]");
+    static_assert(kl__fn<kl__F>::arity >= 2, "klaunch: kernel mla_q_final_assemble_batched lacks parameter 2 (q_rope: const __nv_bfloat16 *, spec type const bf16*) [specs/mla_prefill.yaml:167:9]");
+    static_assert(kl__param_is<kl__F, 1, const __nv_bfloat16 *>::value, "klaunch: kernel mla_q_final_assemble_batched, parameter 2 (q_rope): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/mla_prefill.yaml:167:9]");
+    static_assert(kl__fn<kl__F>::arity >= 3, "klaunch: kernel mla_q_final_assemble_batched lacks parameter 3 (q_final: __nv_bfloat16 *, spec type bf16*) [specs/mla_prefill.yaml:168:9]");
+    static_assert(kl__param_is<kl__F, 2, __nv_bfloat16 *>::value, "klaunch: kernel mla_q_final_assemble_batched, parameter 3 (q_final): the definition's type is not __nv_bfloat16 * (spec type bf16*) [specs/mla_prefill.yaml:168:9]");
+    static_assert(kl__fn<kl__F>::arity >= 4, "klaunch: kernel mla_q_final_assemble_batched lacks parameter 4 (num_tokens: uint32_t, spec type u32) [specs/mla_prefill.yaml:169:9]");
+    static_assert(kl__param_is<kl__F, 3, uint32_t>::value, "klaunch: kernel mla_q_final_assemble_batched, parameter 4 (num_tokens): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:169:9]");
+    static_assert(kl__fn<kl__F>::arity >= 5, "klaunch: kernel mla_q_final_assemble_batched lacks parameter 5 (nq: uint32_t, spec type u32) [specs/mla_prefill.yaml:170:9]");
+    static_assert(kl__param_is<kl__F, 4, uint32_t>::value, "klaunch: kernel mla_q_final_assemble_batched, parameter 5 (nq): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:170:9]");
+    static_assert(kl__fn<kl__F>::arity >= 6, "klaunch: kernel mla_q_final_assemble_batched lacks parameter 6 (kv_lora: uint32_t, spec type u32) [specs/mla_prefill.yaml:171:9]");
+    static_assert(kl__param_is<kl__F, 5, uint32_t>::value, "klaunch: kernel mla_q_final_assemble_batched, parameter 6 (kv_lora): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:171:9]");
+    static_assert(kl__fn<kl__F>::arity >= 7, "klaunch: kernel mla_q_final_assemble_batched lacks parameter 7 (rope: uint32_t, spec type u32) [specs/mla_prefill.yaml:172:9]");
+    static_assert(kl__param_is<kl__F, 6, uint32_t>::value, "klaunch: kernel mla_q_final_assemble_batched, parameter 7 (rope): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:172:9]");
+    static_assert(kl__fn<kl__F>::arity >= 8, "klaunch: kernel mla_q_final_assemble_batched lacks parameter 8 (mla_cache_dim: uint32_t, spec type u32) [specs/mla_prefill.yaml:173:9]");
+    static_assert(kl__param_is<kl__F, 7, uint32_t>::value, "klaunch: kernel mla_q_final_assemble_batched, parameter 8 (mla_cache_dim): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:173:9]");
+    static_assert(kl__fn<kl__F>::arity <= 8, "klaunch: kernel mla_q_final_assemble_batched has more parameters than the 8 of its spec [specs/mla_prefill.yaml:161:5]");
+    static constexpr bool ok = true;
+};
+template <class kl__F> struct kl__signature_grouped_gemm_mla {
+    static_assert(kl__fn<kl__F>::is_kernel, "klaunch: grouped_gemm_mla is not a kernel (a function returning void) [specs/mla_prefill.yaml:182:5]");
+    static_assert(kl__fn<kl__F>::arity >= 1, "klaunch: kernel grouped_gemm_mla lacks parameter 1 (a: const __nv_bfloat16 *, spec type const bf16*) [specs/mla_prefill.yaml:189:9]");
+    static_assert(kl__param_is<kl__F, 0, const __nv_bfloat16 *>::value, "klaunch: kernel grouped_gemm_mla, parameter 1 (a): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/mla_prefill.yaml:189:9]");
+    static_assert(kl__fn<kl__F>::arity >= 2, "klaunch: kernel grouped_gemm_mla lacks parameter 2 (b: const __nv_bfloat16 *, spec type const bf16*) [specs/mla_prefill.yaml:190:9]");
+    static_assert(kl__param_is<kl__F, 1, const __nv_bfloat16 *>::value, "klaunch: kernel grouped_gemm_mla, parameter 2 (b): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/mla_prefill.yaml:190:9]");
+    static_assert(kl__fn<kl__F>::arity >= 3, "klaunch: kernel grouped_gemm_mla lacks parameter 3 (c: __nv_bfloat16 *, spec type bf16*) [specs/mla_prefill.yaml:191:9]");
+    static_assert(kl__param_is<kl__F, 2, __nv_bfloat16 *>::value, "klaunch: kernel grouped_gemm_mla, parameter 3 (c): the definition's type is not __nv_bfloat16 * (spec type bf16*) [specs/mla_prefill.yaml:191:9]");
+    static_assert(kl__fn<kl__F>::arity >= 4, "klaunch: kernel grouped_gemm_mla lacks parameter 4 (m: uint32_t, spec type u32) [specs/mla_prefill.yaml:192:9]");
+    static_assert(kl__param_is<kl__F, 3, uint32_t>::value, "klaunch: kernel grouped_gemm_mla, parameter 4 (m): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:192:9]");
+    static_assert(kl__fn<kl__F>::arity >= 5, "klaunch: kernel grouped_gemm_mla lacks parameter 5 (g: uint32_t, spec type u32) [specs/mla_prefill.yaml:193:9]");
+    static_assert(kl__param_is<kl__F, 4, uint32_t>::value, "klaunch: kernel grouped_gemm_mla, parameter 5 (g): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:193:9]");
+    static_assert(kl__fn<kl__F>::arity >= 6, "klaunch: kernel grouped_gemm_mla lacks parameter 6 (k_g: uint32_t, spec type u32) [specs/mla_prefill.yaml:194:9]");
+    static_assert(kl__param_is<kl__F, 5, uint32_t>::value, "klaunch: kernel grouped_gemm_mla, parameter 6 (k_g): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:194:9]");
+    static_assert(kl__fn<kl__F>::arity >= 7, "klaunch: kernel grouped_gemm_mla lacks parameter 7 (n_g: uint32_t, spec type u32) [specs/mla_prefill.yaml:195:9]");
+    static_assert(kl__param_is<kl__F, 6, uint32_t>::value, "klaunch: kernel grouped_gemm_mla, parameter 7 (n_g): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:195:9]");
+    static_assert(kl__fn<kl__F>::arity >= 8, "klaunch: kernel grouped_gemm_mla lacks parameter 8 (a_stride: uint32_t, spec type u32) [specs/mla_prefill.yaml:196:9]");
+    static_assert(kl__param_is<kl__F, 7, uint32_t>::value, "klaunch: kernel grouped_gemm_mla, parameter 8 (a_stride): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:196:9]");
+    static_assert(kl__fn<kl__F>::arity >= 9, "klaunch: kernel grouped_gemm_mla lacks parameter 9 (c_stride: uint32_t, spec type u32) [specs/mla_prefill.yaml:197:9]");
+    static_assert(kl__param_is<kl__F, 8, uint32_t>::value, "klaunch: kernel grouped_gemm_mla, parameter 9 (c_stride): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:197:9]");
+    static_assert(kl__fn<kl__F>::arity <= 9, "klaunch: kernel grouped_gemm_mla has more parameters than the 9 of its spec [specs/mla_prefill.yaml:182:5]");
+    static constexpr bool ok = true;
+};
+template <class kl__F> struct kl__signature_mla_prefill_attn_320 {
+    static_assert(kl__fn<kl__F>::is_kernel, "klaunch: mla_prefill_attn_320 is not a kernel (a function returning void) [specs/mla_prefill.yaml:209:5]");
+    static_assert(kl__fn<kl__F>::arity >= 1, "klaunch: kernel mla_prefill_attn_320 lacks parameter 1 (q: const __nv_bfloat16 *, spec type const bf16*) [specs/mla_prefill.yaml:217:9]");
+    static_assert(kl__param_is<kl__F, 0, const __nv_bfloat16 *>::value, "klaunch: kernel mla_prefill_attn_320, parameter 1 (q): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/mla_prefill.yaml:217:9]");
+    static_assert(kl__fn<kl__F>::arity >= 2, "klaunch: kernel mla_prefill_attn_320 lacks parameter 2 (k: const __nv_bfloat16 *, spec type const bf16*) [specs/mla_prefill.yaml:218:9]");
+    static_assert(kl__param_is<kl__F, 1, const __nv_bfloat16 *>::value, "klaunch: kernel mla_prefill_attn_320, parameter 2 (k): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/mla_prefill.yaml:218:9]");
+    static_assert(kl__fn<kl__F>::arity >= 3, "klaunch: kernel mla_prefill_attn_320 lacks parameter 3 (v: const __nv_bfloat16 *, spec type const bf16*) [specs/mla_prefill.yaml:219:9]");
+    static_assert(kl__param_is<kl__F, 2, const __nv_bfloat16 *>::value, "klaunch: kernel mla_prefill_attn_320, parameter 3 (v): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/mla_prefill.yaml:219:9]");
+    static_assert(kl__fn<kl__F>::arity >= 4, "klaunch: kernel mla_prefill_attn_320 lacks parameter 4 (output: __nv_bfloat16 *, spec type bf16*) [specs/mla_prefill.yaml:220:9]");
+    static_assert(kl__param_is<kl__F, 3, __nv_bfloat16 *>::value, "klaunch: kernel mla_prefill_attn_320, parameter 4 (output): the definition's type is not __nv_bfloat16 * (spec type bf16*) [specs/mla_prefill.yaml:220:9]");
+    static_assert(kl__fn<kl__F>::arity >= 5, "klaunch: kernel mla_prefill_attn_320 lacks parameter 5 (seq_len: uint32_t, spec type u32) [specs/mla_prefill.yaml:221:9]");
+    static_assert(kl__param_is<kl__F, 4, uint32_t>::value, "klaunch: kernel mla_prefill_attn_320, parameter 5 (seq_len): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:221:9]");
+    static_assert(kl__fn<kl__F>::arity >= 6, "klaunch: kernel mla_prefill_attn_320 lacks parameter 6 (num_q_heads: uint32_t, spec type u32) [specs/mla_prefill.yaml:223:9]");
+    static_assert(kl__param_is<kl__F, 5, uint32_t>::value, "klaunch: kernel mla_prefill_attn_320, parameter 6 (num_q_heads): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:223:9]");
+    static_assert(kl__fn<kl__F>::arity >= 7, "klaunch: kernel mla_prefill_attn_320 lacks parameter 7 (num_kv_heads: uint32_t, spec type u32) [specs/mla_prefill.yaml:224:9]");
+    static_assert(kl__param_is<kl__F, 6, uint32_t>::value, "klaunch: kernel mla_prefill_attn_320, parameter 7 (num_kv_heads): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:224:9]");
+    static_assert(kl__fn<kl__F>::arity >= 8, "klaunch: kernel mla_prefill_attn_320 lacks parameter 8 (head_dim: uint32_t, spec type u32) [specs/mla_prefill.yaml:225:9]");
+    static_assert(kl__param_is<kl__F, 7, uint32_t>::value, "klaunch: kernel mla_prefill_attn_320, parameter 8 (head_dim): the definition's type is not uint32_t (spec type u32) [specs/mla_prefill.yaml:225:9]");
+    static_assert(kl__fn<kl__F>::arity >= 9, "klaunch: kernel mla_prefill_attn_320 lacks parameter 9 (inv_sqrt_d: float, spec type f32) [specs/mla_prefill.yaml:226:9]");
+    static_assert(kl__param_is<kl__F, 8, float>::value, "klaunch: kernel mla_prefill_attn_320, parameter 9 (inv_sqrt_d): the definition's type is not float (spec type f32) [specs/mla_prefill.yaml:226:9]");
+    static_assert(kl__fn<kl__F>::arity >= 10, "klaunch: kernel mla_prefill_attn_320 lacks parameter 10 (causal: uint32_t, spec type bool) [specs/mla_prefill.yaml:227:9]");
+    static_assert(kl__param_is<kl__F, 9, uint32_t>::value, "klaunch: kernel mla_prefill_attn_320, parameter 10 (causal): the definition's type is not uint32_t (spec type bool) [specs/mla_prefill.yaml:227:9]");
+    static_assert(kl__fn<kl__F>::arity <= 10, "klaunch: kernel mla_prefill_attn_320 has more parameters than the 10 of its spec [specs/mla_prefill.yaml:209:5]");
+    static constexpr bool ok = true;
+};
 
 /* ---- module metadata: read by kl_module_load() through KL_MODULE_INFO_SYMBOL ---- */
 extern "C" __device__ const char kl__module_info[] =
@@ -84,3 +336,16 @@ extern "C" __device__ const char kl__module_info[] =
     KL__MLA_PREFILL_CONST_LINES;
 
 #endif /* KLAUNCH_MLA_PREFILL_CUH */
+
+/* ---- the checks themselves: after every kernel definition (see SIGNATURE CHECKS) ---- */
+#if defined(KL_CHECK_SIGNATURES) && !defined(KL_NO_SIGNATURE_CHECKS) && !defined(KL__MLA_PREFILL_SIGNATURES_CHECKED)
+#define KL__MLA_PREFILL_SIGNATURES_CHECKED 1
+static_assert(kl__signature_mla_q_rope_extract_batched<decltype(mla_q_rope_extract_batched)>::ok, "klaunch: kernel mla_q_rope_extract_batched [specs/mla_prefill.yaml:27:5]; if it is undefined here, no kernel source of the family defines it");
+static_assert(kl__signature_mla_q_rope_writeback_batched<decltype(mla_q_rope_writeback_batched)>::ok, "klaunch: kernel mla_q_rope_writeback_batched [specs/mla_prefill.yaml:50:5]; if it is undefined here, no kernel source of the family defines it");
+static_assert(kl__signature_mla_kv_assemble_batched<decltype(mla_kv_assemble_batched)>::ok, "klaunch: kernel mla_kv_assemble_batched [specs/mla_prefill.yaml:73:5]; if it is undefined here, no kernel source of the family defines it");
+static_assert(kl__signature_mla_cache_assemble_batched<decltype(mla_cache_assemble_batched)>::ok, "klaunch: kernel mla_cache_assemble_batched [specs/mla_prefill.yaml:101:5]; if it is undefined here, no kernel source of the family defines it");
+static_assert(kl__signature_mla_fused_prefill<decltype(mla_fused_prefill)>::ok, "klaunch: kernel mla_fused_prefill [specs/mla_prefill.yaml:123:5]; if it is undefined here, no kernel source of the family defines it");
+static_assert(kl__signature_mla_q_final_assemble_batched<decltype(mla_q_final_assemble_batched)>::ok, "klaunch: kernel mla_q_final_assemble_batched [specs/mla_prefill.yaml:161:5]; if it is undefined here, no kernel source of the family defines it");
+static_assert(kl__signature_grouped_gemm_mla<decltype(grouped_gemm_mla)>::ok, "klaunch: kernel grouped_gemm_mla [specs/mla_prefill.yaml:182:5]; if it is undefined here, no kernel source of the family defines it");
+static_assert(kl__signature_mla_prefill_attn_320<decltype(mla_prefill_attn_320)>::ok, "klaunch: kernel mla_prefill_attn_320 [specs/mla_prefill.yaml:209:5]; if it is undefined here, no kernel source of the family defines it");
+#endif

@@ -4,12 +4,28 @@
  * Every kernel source of the family includes it and is compiled with
  * -DKL_VARIANT_<variant>. It
  *
- * - declares each kernel extern "C" with the spec's parameter list, so a
- *   definition that differs does not compile;
+ * - checks each kernel definition against the spec's parameter list
+ *   (order, type, count, const-ness of the pointee): see SIGNATURE CHECKS;
  * - defines the variant's constants;
  * - defines kl__module_info, the metadata the runtime reads when it loads a
  *   module. KL_SOURCE_HASH, when defined, is a string literal naming the
  *   kernel sources (e.g. -DKL_SOURCE_HASH='"sha256:..."').
+ *
+ * SIGNATURE CHECKS (docs/ARG_ORDER.md)
+ *   By default the kernels are declared extern "C" with the spec's
+ *   parameters, so a definition that differs does not compile (nvcc: "more
+ *   than one instance of overloaded function ... has "C" linkage", naming
+ *   the kernel but not the parameter).
+ *   KL_SIGNATURE_CHECKS_AT_END, defined before the first include, leaves the
+ *   declarations out; the checks then run where this header is included
+ *   again with KL_CHECK_SIGNATURES defined (after every definition: what
+ *   bazel/cuda.bzl's unity translation unit does), or where
+ *   KL_CHECK_KERNEL(<entry>); follows a definition. They fail with a
+ *   static_assert naming the kernel, the parameter and the spec's
+ *   file:line:col, and a kernel the spec names but no source defines is an
+ *   "identifier is undefined" error on its check.
+ *   KL_NO_SIGNATURE_CHECKS turns all of it off (only for test fixtures that
+ *   must build a kernel which differs from its spec).
  */
 #ifndef KLAUNCH_PAGED_DECODE_CUH
 #define KLAUNCH_PAGED_DECODE_CUH
@@ -50,6 +66,7 @@
 #endif
 
 /* ---- kernels (launch-only parameters are not kernel arguments; bool arrives as uint32_t 0/1) ---- */
+#if !defined(KL_SIGNATURE_CHECKS_AT_END) && !defined(KL_NO_SIGNATURE_CHECKS)
 extern "C" __global__ void paged_decode_attn_bf16(const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache,
     const __nv_bfloat16 *v_cache, __nv_bfloat16 *output, const int32_t *block_tables, const int32_t *seq_lens,
     uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t head_dim,
@@ -90,6 +107,366 @@ extern "C" __global__ void paged_decode_split_fp8_gqa(const __nv_bfloat16 *q, co
     uint64_t cache_stride, uint32_t sliding_window, uint32_t num_splits);
 extern "C" __global__ void paged_decode_split_combine(const float *workspace, __nv_bfloat16 *output,
     uint32_t num_seqs, uint32_t num_q_heads, uint32_t head_dim, uint32_t num_splits);
+#endif
+
+/* ---- signature checks: kl__signature_<entry><decltype(<entry>)> ---- */
+#ifndef KL__SIGNATURE_TRAITS_1
+#define KL__SIGNATURE_TRAITS_1
+/* Shared by every family's header, hence the guard. kl__fn<F>::arg<I> is
+ * parameter I of function type F, or `present == 0` past the last one, so
+ * one mismatch gives one message, not a cascade. */
+template <unsigned kl__I, class... kl__A> struct kl__arg_at {
+    typedef void type;
+    enum { present = 0 };
+};
+template <class kl__H, class... kl__T> struct kl__arg_at<0, kl__H, kl__T...> {
+    typedef kl__H type;
+    enum { present = 1 };
+};
+template <unsigned kl__I, class kl__H, class... kl__T>
+struct kl__arg_at<kl__I, kl__H, kl__T...> : kl__arg_at<kl__I - 1, kl__T...> {};
+template <class kl__X, class kl__Y> struct kl__same { enum { value = 0 }; };
+template <class kl__X> struct kl__same<kl__X, kl__X> { enum { value = 1 }; };
+template <class kl__F> struct kl__fn {
+    enum { is_kernel = 0, arity = 0 };
+    template <unsigned kl__I> struct arg : kl__arg_at<kl__I> {};
+};
+template <class... kl__A> struct kl__fn<void(kl__A...)> {
+    enum { is_kernel = 1, arity = sizeof...(kl__A) };
+    template <unsigned kl__I> struct arg : kl__arg_at<kl__I, kl__A...> {};
+};
+template <class... kl__A> struct kl__fn<void(kl__A...) noexcept> : kl__fn<void(kl__A...)> {};
+/* Parameter I of F is T, or F has no parameter I (reported on its own). */
+template <class kl__F, unsigned kl__I, class kl__T> struct kl__param_is {
+    typedef typename kl__fn<kl__F>::template arg<kl__I> kl__arg;
+    enum { value = !kl__arg::present || kl__same<typename kl__arg::type, kl__T>::value };
+};
+/* After the definition of kernel `entry` (with KL_SIGNATURE_CHECKS_AT_END). */
+#define KL_CHECK_KERNEL(entry) \
+    static_assert(kl__signature_##entry<decltype(entry)>::ok, "klaunch: kernel " #entry " is checked here")
+#endif /* KL__SIGNATURE_TRAITS_1 */
+
+template <class kl__F> struct kl__signature_paged_decode_attn_bf16 {
+    static_assert(kl__fn<kl__F>::is_kernel, "klaunch: paged_decode_attn_bf16 is not a kernel (a function returning void) [specs/paged_decode.yaml:25:5]");
+    static_assert(kl__fn<kl__F>::arity >= 1, "klaunch: kernel paged_decode_attn_bf16 lacks parameter 1 (q: const __nv_bfloat16 *, spec type const bf16*) [specs/paged_decode.yaml:31:9]");
+    static_assert(kl__param_is<kl__F, 0, const __nv_bfloat16 *>::value, "klaunch: kernel paged_decode_attn_bf16, parameter 1 (q): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/paged_decode.yaml:31:9]");
+    static_assert(kl__fn<kl__F>::arity >= 2, "klaunch: kernel paged_decode_attn_bf16 lacks parameter 2 (k_cache: const __nv_bfloat16 *, spec type const bf16*) [specs/paged_decode.yaml:32:9]");
+    static_assert(kl__param_is<kl__F, 1, const __nv_bfloat16 *>::value, "klaunch: kernel paged_decode_attn_bf16, parameter 2 (k_cache): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/paged_decode.yaml:32:9]");
+    static_assert(kl__fn<kl__F>::arity >= 3, "klaunch: kernel paged_decode_attn_bf16 lacks parameter 3 (v_cache: const __nv_bfloat16 *, spec type const bf16*) [specs/paged_decode.yaml:33:9]");
+    static_assert(kl__param_is<kl__F, 2, const __nv_bfloat16 *>::value, "klaunch: kernel paged_decode_attn_bf16, parameter 3 (v_cache): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/paged_decode.yaml:33:9]");
+    static_assert(kl__fn<kl__F>::arity >= 4, "klaunch: kernel paged_decode_attn_bf16 lacks parameter 4 (output: __nv_bfloat16 *, spec type bf16*) [specs/paged_decode.yaml:34:9]");
+    static_assert(kl__param_is<kl__F, 3, __nv_bfloat16 *>::value, "klaunch: kernel paged_decode_attn_bf16, parameter 4 (output): the definition's type is not __nv_bfloat16 * (spec type bf16*) [specs/paged_decode.yaml:34:9]");
+    static_assert(kl__fn<kl__F>::arity >= 5, "klaunch: kernel paged_decode_attn_bf16 lacks parameter 5 (block_tables: const int32_t *, spec type const i32*) [specs/paged_decode.yaml:35:9]");
+    static_assert(kl__param_is<kl__F, 4, const int32_t *>::value, "klaunch: kernel paged_decode_attn_bf16, parameter 5 (block_tables): the definition's type is not const int32_t * (spec type const i32*) [specs/paged_decode.yaml:35:9]");
+    static_assert(kl__fn<kl__F>::arity >= 6, "klaunch: kernel paged_decode_attn_bf16 lacks parameter 6 (seq_lens: const int32_t *, spec type const i32*) [specs/paged_decode.yaml:36:9]");
+    static_assert(kl__param_is<kl__F, 5, const int32_t *>::value, "klaunch: kernel paged_decode_attn_bf16, parameter 6 (seq_lens): the definition's type is not const int32_t * (spec type const i32*) [specs/paged_decode.yaml:36:9]");
+    static_assert(kl__fn<kl__F>::arity >= 7, "klaunch: kernel paged_decode_attn_bf16 lacks parameter 7 (max_blocks_per_seq: uint32_t, spec type u32) [specs/paged_decode.yaml:37:9]");
+    static_assert(kl__param_is<kl__F, 6, uint32_t>::value, "klaunch: kernel paged_decode_attn_bf16, parameter 7 (max_blocks_per_seq): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:37:9]");
+    static_assert(kl__fn<kl__F>::arity >= 8, "klaunch: kernel paged_decode_attn_bf16 lacks parameter 8 (num_q_heads: uint32_t, spec type u32) [specs/paged_decode.yaml:39:9]");
+    static_assert(kl__param_is<kl__F, 7, uint32_t>::value, "klaunch: kernel paged_decode_attn_bf16, parameter 8 (num_q_heads): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:39:9]");
+    static_assert(kl__fn<kl__F>::arity >= 9, "klaunch: kernel paged_decode_attn_bf16 lacks parameter 9 (num_kv_heads: uint32_t, spec type u32) [specs/paged_decode.yaml:40:9]");
+    static_assert(kl__param_is<kl__F, 8, uint32_t>::value, "klaunch: kernel paged_decode_attn_bf16, parameter 9 (num_kv_heads): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:40:9]");
+    static_assert(kl__fn<kl__F>::arity >= 10, "klaunch: kernel paged_decode_attn_bf16 lacks parameter 10 (head_dim: uint32_t, spec type u32) [specs/paged_decode.yaml:41:9]");
+    static_assert(kl__param_is<kl__F, 9, uint32_t>::value, "klaunch: kernel paged_decode_attn_bf16, parameter 10 (head_dim): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:41:9]");
+    static_assert(kl__fn<kl__F>::arity >= 11, "klaunch: kernel paged_decode_attn_bf16 lacks parameter 11 (block_size: uint32_t, spec type u32) [specs/paged_decode.yaml:42:9]");
+    static_assert(kl__param_is<kl__F, 10, uint32_t>::value, "klaunch: kernel paged_decode_attn_bf16, parameter 11 (block_size): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:42:9]");
+    static_assert(kl__fn<kl__F>::arity >= 12, "klaunch: kernel paged_decode_attn_bf16 lacks parameter 12 (inv_sqrt_d: float, spec type f32) [specs/paged_decode.yaml:43:9]");
+    static_assert(kl__param_is<kl__F, 11, float>::value, "klaunch: kernel paged_decode_attn_bf16, parameter 12 (inv_sqrt_d): the definition's type is not float (spec type f32) [specs/paged_decode.yaml:43:9]");
+    static_assert(kl__fn<kl__F>::arity >= 13, "klaunch: kernel paged_decode_attn_bf16 lacks parameter 13 (q_stride: uint32_t, spec type u32) [specs/paged_decode.yaml:44:9]");
+    static_assert(kl__param_is<kl__F, 12, uint32_t>::value, "klaunch: kernel paged_decode_attn_bf16, parameter 13 (q_stride): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:44:9]");
+    static_assert(kl__fn<kl__F>::arity >= 14, "klaunch: kernel paged_decode_attn_bf16 lacks parameter 14 (sliding_window: uint32_t, spec type u32) [specs/paged_decode.yaml:45:9]");
+    static_assert(kl__param_is<kl__F, 13, uint32_t>::value, "klaunch: kernel paged_decode_attn_bf16, parameter 14 (sliding_window): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:45:9]");
+    static_assert(kl__fn<kl__F>::arity <= 14, "klaunch: kernel paged_decode_attn_bf16 has more parameters than the 14 of its spec [specs/paged_decode.yaml:25:5]");
+    static constexpr bool ok = true;
+};
+template <class kl__F> struct kl__signature_paged_decode_attn_fp8 {
+    static_assert(kl__fn<kl__F>::is_kernel, "klaunch: paged_decode_attn_fp8 is not a kernel (a function returning void) [specs/paged_decode.yaml:61:5]");
+    static_assert(kl__fn<kl__F>::arity >= 1, "klaunch: kernel paged_decode_attn_fp8 lacks parameter 1 (q: const __nv_bfloat16 *, spec type const bf16*) [specs/paged_decode.yaml:68:9]");
+    static_assert(kl__param_is<kl__F, 0, const __nv_bfloat16 *>::value, "klaunch: kernel paged_decode_attn_fp8, parameter 1 (q): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/paged_decode.yaml:68:9]");
+    static_assert(kl__fn<kl__F>::arity >= 2, "klaunch: kernel paged_decode_attn_fp8 lacks parameter 2 (k_cache: const __nv_fp8_e4m3 *, spec type const fp8_e4m3*) [specs/paged_decode.yaml:69:9]");
+    static_assert(kl__param_is<kl__F, 1, const __nv_fp8_e4m3 *>::value, "klaunch: kernel paged_decode_attn_fp8, parameter 2 (k_cache): the definition's type is not const __nv_fp8_e4m3 * (spec type const fp8_e4m3*) [specs/paged_decode.yaml:69:9]");
+    static_assert(kl__fn<kl__F>::arity >= 3, "klaunch: kernel paged_decode_attn_fp8 lacks parameter 3 (v_cache: const __nv_fp8_e4m3 *, spec type const fp8_e4m3*) [specs/paged_decode.yaml:70:9]");
+    static_assert(kl__param_is<kl__F, 2, const __nv_fp8_e4m3 *>::value, "klaunch: kernel paged_decode_attn_fp8, parameter 3 (v_cache): the definition's type is not const __nv_fp8_e4m3 * (spec type const fp8_e4m3*) [specs/paged_decode.yaml:70:9]");
+    static_assert(kl__fn<kl__F>::arity >= 4, "klaunch: kernel paged_decode_attn_fp8 lacks parameter 4 (output: __nv_bfloat16 *, spec type bf16*) [specs/paged_decode.yaml:71:9]");
+    static_assert(kl__param_is<kl__F, 3, __nv_bfloat16 *>::value, "klaunch: kernel paged_decode_attn_fp8, parameter 4 (output): the definition's type is not __nv_bfloat16 * (spec type bf16*) [specs/paged_decode.yaml:71:9]");
+    static_assert(kl__fn<kl__F>::arity >= 5, "klaunch: kernel paged_decode_attn_fp8 lacks parameter 5 (block_tables: const int32_t *, spec type const i32*) [specs/paged_decode.yaml:72:9]");
+    static_assert(kl__param_is<kl__F, 4, const int32_t *>::value, "klaunch: kernel paged_decode_attn_fp8, parameter 5 (block_tables): the definition's type is not const int32_t * (spec type const i32*) [specs/paged_decode.yaml:72:9]");
+    static_assert(kl__fn<kl__F>::arity >= 6, "klaunch: kernel paged_decode_attn_fp8 lacks parameter 6 (seq_lens: const int32_t *, spec type const i32*) [specs/paged_decode.yaml:73:9]");
+    static_assert(kl__param_is<kl__F, 5, const int32_t *>::value, "klaunch: kernel paged_decode_attn_fp8, parameter 6 (seq_lens): the definition's type is not const int32_t * (spec type const i32*) [specs/paged_decode.yaml:73:9]");
+    static_assert(kl__fn<kl__F>::arity >= 7, "klaunch: kernel paged_decode_attn_fp8 lacks parameter 7 (max_blocks_per_seq: uint32_t, spec type u32) [specs/paged_decode.yaml:74:9]");
+    static_assert(kl__param_is<kl__F, 6, uint32_t>::value, "klaunch: kernel paged_decode_attn_fp8, parameter 7 (max_blocks_per_seq): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:74:9]");
+    static_assert(kl__fn<kl__F>::arity >= 8, "klaunch: kernel paged_decode_attn_fp8 lacks parameter 8 (num_q_heads: uint32_t, spec type u32) [specs/paged_decode.yaml:76:9]");
+    static_assert(kl__param_is<kl__F, 7, uint32_t>::value, "klaunch: kernel paged_decode_attn_fp8, parameter 8 (num_q_heads): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:76:9]");
+    static_assert(kl__fn<kl__F>::arity >= 9, "klaunch: kernel paged_decode_attn_fp8 lacks parameter 9 (num_kv_heads: uint32_t, spec type u32) [specs/paged_decode.yaml:77:9]");
+    static_assert(kl__param_is<kl__F, 8, uint32_t>::value, "klaunch: kernel paged_decode_attn_fp8, parameter 9 (num_kv_heads): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:77:9]");
+    static_assert(kl__fn<kl__F>::arity >= 10, "klaunch: kernel paged_decode_attn_fp8 lacks parameter 10 (head_dim: uint32_t, spec type u32) [specs/paged_decode.yaml:78:9]");
+    static_assert(kl__param_is<kl__F, 9, uint32_t>::value, "klaunch: kernel paged_decode_attn_fp8, parameter 10 (head_dim): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:78:9]");
+    static_assert(kl__fn<kl__F>::arity >= 11, "klaunch: kernel paged_decode_attn_fp8 lacks parameter 11 (block_size: uint32_t, spec type u32) [specs/paged_decode.yaml:79:9]");
+    static_assert(kl__param_is<kl__F, 10, uint32_t>::value, "klaunch: kernel paged_decode_attn_fp8, parameter 11 (block_size): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:79:9]");
+    static_assert(kl__fn<kl__F>::arity >= 12, "klaunch: kernel paged_decode_attn_fp8 lacks parameter 12 (inv_sqrt_d: float, spec type f32) [specs/paged_decode.yaml:80:9]");
+    static_assert(kl__param_is<kl__F, 11, float>::value, "klaunch: kernel paged_decode_attn_fp8, parameter 12 (inv_sqrt_d): the definition's type is not float (spec type f32) [specs/paged_decode.yaml:80:9]");
+    static_assert(kl__fn<kl__F>::arity >= 13, "klaunch: kernel paged_decode_attn_fp8 lacks parameter 13 (k_scale: float, spec type f32) [specs/paged_decode.yaml:81:9]");
+    static_assert(kl__param_is<kl__F, 12, float>::value, "klaunch: kernel paged_decode_attn_fp8, parameter 13 (k_scale): the definition's type is not float (spec type f32) [specs/paged_decode.yaml:81:9]");
+    static_assert(kl__fn<kl__F>::arity >= 14, "klaunch: kernel paged_decode_attn_fp8 lacks parameter 14 (v_scale: float, spec type f32) [specs/paged_decode.yaml:82:9]");
+    static_assert(kl__param_is<kl__F, 13, float>::value, "klaunch: kernel paged_decode_attn_fp8, parameter 14 (v_scale): the definition's type is not float (spec type f32) [specs/paged_decode.yaml:82:9]");
+    static_assert(kl__fn<kl__F>::arity >= 15, "klaunch: kernel paged_decode_attn_fp8 lacks parameter 15 (q_stride: uint32_t, spec type u32) [specs/paged_decode.yaml:83:9]");
+    static_assert(kl__param_is<kl__F, 14, uint32_t>::value, "klaunch: kernel paged_decode_attn_fp8, parameter 15 (q_stride): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:83:9]");
+    static_assert(kl__fn<kl__F>::arity >= 16, "klaunch: kernel paged_decode_attn_fp8 lacks parameter 16 (cache_stride: uint64_t, spec type u64) [specs/paged_decode.yaml:84:9]");
+    static_assert(kl__param_is<kl__F, 15, uint64_t>::value, "klaunch: kernel paged_decode_attn_fp8, parameter 16 (cache_stride): the definition's type is not uint64_t (spec type u64) [specs/paged_decode.yaml:84:9]");
+    static_assert(kl__fn<kl__F>::arity >= 17, "klaunch: kernel paged_decode_attn_fp8 lacks parameter 17 (sliding_window: uint32_t, spec type u32) [specs/paged_decode.yaml:85:9]");
+    static_assert(kl__param_is<kl__F, 16, uint32_t>::value, "klaunch: kernel paged_decode_attn_fp8, parameter 17 (sliding_window): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:85:9]");
+    static_assert(kl__fn<kl__F>::arity <= 17, "klaunch: kernel paged_decode_attn_fp8 has more parameters than the 17 of its spec [specs/paged_decode.yaml:61:5]");
+    static constexpr bool ok = true;
+};
+template <class kl__F> struct kl__signature_paged_decode_attn_bf16_gqa {
+    static_assert(kl__fn<kl__F>::is_kernel, "klaunch: paged_decode_attn_bf16_gqa is not a kernel (a function returning void) [specs/paged_decode.yaml:103:5]");
+    static_assert(kl__fn<kl__F>::arity >= 1, "klaunch: kernel paged_decode_attn_bf16_gqa lacks parameter 1 (q: const __nv_bfloat16 *, spec type const bf16*) [specs/paged_decode.yaml:31:9]");
+    static_assert(kl__param_is<kl__F, 0, const __nv_bfloat16 *>::value, "klaunch: kernel paged_decode_attn_bf16_gqa, parameter 1 (q): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/paged_decode.yaml:31:9]");
+    static_assert(kl__fn<kl__F>::arity >= 2, "klaunch: kernel paged_decode_attn_bf16_gqa lacks parameter 2 (k_cache: const __nv_bfloat16 *, spec type const bf16*) [specs/paged_decode.yaml:32:9]");
+    static_assert(kl__param_is<kl__F, 1, const __nv_bfloat16 *>::value, "klaunch: kernel paged_decode_attn_bf16_gqa, parameter 2 (k_cache): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/paged_decode.yaml:32:9]");
+    static_assert(kl__fn<kl__F>::arity >= 3, "klaunch: kernel paged_decode_attn_bf16_gqa lacks parameter 3 (v_cache: const __nv_bfloat16 *, spec type const bf16*) [specs/paged_decode.yaml:33:9]");
+    static_assert(kl__param_is<kl__F, 2, const __nv_bfloat16 *>::value, "klaunch: kernel paged_decode_attn_bf16_gqa, parameter 3 (v_cache): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/paged_decode.yaml:33:9]");
+    static_assert(kl__fn<kl__F>::arity >= 4, "klaunch: kernel paged_decode_attn_bf16_gqa lacks parameter 4 (output: __nv_bfloat16 *, spec type bf16*) [specs/paged_decode.yaml:34:9]");
+    static_assert(kl__param_is<kl__F, 3, __nv_bfloat16 *>::value, "klaunch: kernel paged_decode_attn_bf16_gqa, parameter 4 (output): the definition's type is not __nv_bfloat16 * (spec type bf16*) [specs/paged_decode.yaml:34:9]");
+    static_assert(kl__fn<kl__F>::arity >= 5, "klaunch: kernel paged_decode_attn_bf16_gqa lacks parameter 5 (block_tables: const int32_t *, spec type const i32*) [specs/paged_decode.yaml:35:9]");
+    static_assert(kl__param_is<kl__F, 4, const int32_t *>::value, "klaunch: kernel paged_decode_attn_bf16_gqa, parameter 5 (block_tables): the definition's type is not const int32_t * (spec type const i32*) [specs/paged_decode.yaml:35:9]");
+    static_assert(kl__fn<kl__F>::arity >= 6, "klaunch: kernel paged_decode_attn_bf16_gqa lacks parameter 6 (seq_lens: const int32_t *, spec type const i32*) [specs/paged_decode.yaml:36:9]");
+    static_assert(kl__param_is<kl__F, 5, const int32_t *>::value, "klaunch: kernel paged_decode_attn_bf16_gqa, parameter 6 (seq_lens): the definition's type is not const int32_t * (spec type const i32*) [specs/paged_decode.yaml:36:9]");
+    static_assert(kl__fn<kl__F>::arity >= 7, "klaunch: kernel paged_decode_attn_bf16_gqa lacks parameter 7 (max_blocks_per_seq: uint32_t, spec type u32) [specs/paged_decode.yaml:37:9]");
+    static_assert(kl__param_is<kl__F, 6, uint32_t>::value, "klaunch: kernel paged_decode_attn_bf16_gqa, parameter 7 (max_blocks_per_seq): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:37:9]");
+    static_assert(kl__fn<kl__F>::arity >= 8, "klaunch: kernel paged_decode_attn_bf16_gqa lacks parameter 8 (num_q_heads: uint32_t, spec type u32) [specs/paged_decode.yaml:39:9]");
+    static_assert(kl__param_is<kl__F, 7, uint32_t>::value, "klaunch: kernel paged_decode_attn_bf16_gqa, parameter 8 (num_q_heads): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:39:9]");
+    static_assert(kl__fn<kl__F>::arity >= 9, "klaunch: kernel paged_decode_attn_bf16_gqa lacks parameter 9 (num_kv_heads: uint32_t, spec type u32) [specs/paged_decode.yaml:40:9]");
+    static_assert(kl__param_is<kl__F, 8, uint32_t>::value, "klaunch: kernel paged_decode_attn_bf16_gqa, parameter 9 (num_kv_heads): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:40:9]");
+    static_assert(kl__fn<kl__F>::arity >= 10, "klaunch: kernel paged_decode_attn_bf16_gqa lacks parameter 10 (head_dim: uint32_t, spec type u32) [specs/paged_decode.yaml:41:9]");
+    static_assert(kl__param_is<kl__F, 9, uint32_t>::value, "klaunch: kernel paged_decode_attn_bf16_gqa, parameter 10 (head_dim): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:41:9]");
+    static_assert(kl__fn<kl__F>::arity >= 11, "klaunch: kernel paged_decode_attn_bf16_gqa lacks parameter 11 (block_size: uint32_t, spec type u32) [specs/paged_decode.yaml:42:9]");
+    static_assert(kl__param_is<kl__F, 10, uint32_t>::value, "klaunch: kernel paged_decode_attn_bf16_gqa, parameter 11 (block_size): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:42:9]");
+    static_assert(kl__fn<kl__F>::arity >= 12, "klaunch: kernel paged_decode_attn_bf16_gqa lacks parameter 12 (inv_sqrt_d: float, spec type f32) [specs/paged_decode.yaml:43:9]");
+    static_assert(kl__param_is<kl__F, 11, float>::value, "klaunch: kernel paged_decode_attn_bf16_gqa, parameter 12 (inv_sqrt_d): the definition's type is not float (spec type f32) [specs/paged_decode.yaml:43:9]");
+    static_assert(kl__fn<kl__F>::arity >= 13, "klaunch: kernel paged_decode_attn_bf16_gqa lacks parameter 13 (q_stride: uint32_t, spec type u32) [specs/paged_decode.yaml:44:9]");
+    static_assert(kl__param_is<kl__F, 12, uint32_t>::value, "klaunch: kernel paged_decode_attn_bf16_gqa, parameter 13 (q_stride): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:44:9]");
+    static_assert(kl__fn<kl__F>::arity >= 14, "klaunch: kernel paged_decode_attn_bf16_gqa lacks parameter 14 (sliding_window: uint32_t, spec type u32) [specs/paged_decode.yaml:45:9]");
+    static_assert(kl__param_is<kl__F, 13, uint32_t>::value, "klaunch: kernel paged_decode_attn_bf16_gqa, parameter 14 (sliding_window): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:45:9]");
+    static_assert(kl__fn<kl__F>::arity <= 14, "klaunch: kernel paged_decode_attn_bf16_gqa has more parameters than the 14 of its spec [specs/paged_decode.yaml:103:5]");
+    static constexpr bool ok = true;
+};
+template <class kl__F> struct kl__signature_paged_decode_attn_fp8_gqa {
+    static_assert(kl__fn<kl__F>::is_kernel, "klaunch: paged_decode_attn_fp8_gqa is not a kernel (a function returning void) [specs/paged_decode.yaml:125:5]");
+    static_assert(kl__fn<kl__F>::arity >= 1, "klaunch: kernel paged_decode_attn_fp8_gqa lacks parameter 1 (q: const __nv_bfloat16 *, spec type const bf16*) [specs/paged_decode.yaml:68:9]");
+    static_assert(kl__param_is<kl__F, 0, const __nv_bfloat16 *>::value, "klaunch: kernel paged_decode_attn_fp8_gqa, parameter 1 (q): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/paged_decode.yaml:68:9]");
+    static_assert(kl__fn<kl__F>::arity >= 2, "klaunch: kernel paged_decode_attn_fp8_gqa lacks parameter 2 (k_cache: const __nv_fp8_e4m3 *, spec type const fp8_e4m3*) [specs/paged_decode.yaml:69:9]");
+    static_assert(kl__param_is<kl__F, 1, const __nv_fp8_e4m3 *>::value, "klaunch: kernel paged_decode_attn_fp8_gqa, parameter 2 (k_cache): the definition's type is not const __nv_fp8_e4m3 * (spec type const fp8_e4m3*) [specs/paged_decode.yaml:69:9]");
+    static_assert(kl__fn<kl__F>::arity >= 3, "klaunch: kernel paged_decode_attn_fp8_gqa lacks parameter 3 (v_cache: const __nv_fp8_e4m3 *, spec type const fp8_e4m3*) [specs/paged_decode.yaml:70:9]");
+    static_assert(kl__param_is<kl__F, 2, const __nv_fp8_e4m3 *>::value, "klaunch: kernel paged_decode_attn_fp8_gqa, parameter 3 (v_cache): the definition's type is not const __nv_fp8_e4m3 * (spec type const fp8_e4m3*) [specs/paged_decode.yaml:70:9]");
+    static_assert(kl__fn<kl__F>::arity >= 4, "klaunch: kernel paged_decode_attn_fp8_gqa lacks parameter 4 (output: __nv_bfloat16 *, spec type bf16*) [specs/paged_decode.yaml:71:9]");
+    static_assert(kl__param_is<kl__F, 3, __nv_bfloat16 *>::value, "klaunch: kernel paged_decode_attn_fp8_gqa, parameter 4 (output): the definition's type is not __nv_bfloat16 * (spec type bf16*) [specs/paged_decode.yaml:71:9]");
+    static_assert(kl__fn<kl__F>::arity >= 5, "klaunch: kernel paged_decode_attn_fp8_gqa lacks parameter 5 (block_tables: const int32_t *, spec type const i32*) [specs/paged_decode.yaml:72:9]");
+    static_assert(kl__param_is<kl__F, 4, const int32_t *>::value, "klaunch: kernel paged_decode_attn_fp8_gqa, parameter 5 (block_tables): the definition's type is not const int32_t * (spec type const i32*) [specs/paged_decode.yaml:72:9]");
+    static_assert(kl__fn<kl__F>::arity >= 6, "klaunch: kernel paged_decode_attn_fp8_gqa lacks parameter 6 (seq_lens: const int32_t *, spec type const i32*) [specs/paged_decode.yaml:73:9]");
+    static_assert(kl__param_is<kl__F, 5, const int32_t *>::value, "klaunch: kernel paged_decode_attn_fp8_gqa, parameter 6 (seq_lens): the definition's type is not const int32_t * (spec type const i32*) [specs/paged_decode.yaml:73:9]");
+    static_assert(kl__fn<kl__F>::arity >= 7, "klaunch: kernel paged_decode_attn_fp8_gqa lacks parameter 7 (max_blocks_per_seq: uint32_t, spec type u32) [specs/paged_decode.yaml:74:9]");
+    static_assert(kl__param_is<kl__F, 6, uint32_t>::value, "klaunch: kernel paged_decode_attn_fp8_gqa, parameter 7 (max_blocks_per_seq): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:74:9]");
+    static_assert(kl__fn<kl__F>::arity >= 8, "klaunch: kernel paged_decode_attn_fp8_gqa lacks parameter 8 (num_q_heads: uint32_t, spec type u32) [specs/paged_decode.yaml:76:9]");
+    static_assert(kl__param_is<kl__F, 7, uint32_t>::value, "klaunch: kernel paged_decode_attn_fp8_gqa, parameter 8 (num_q_heads): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:76:9]");
+    static_assert(kl__fn<kl__F>::arity >= 9, "klaunch: kernel paged_decode_attn_fp8_gqa lacks parameter 9 (num_kv_heads: uint32_t, spec type u32) [specs/paged_decode.yaml:77:9]");
+    static_assert(kl__param_is<kl__F, 8, uint32_t>::value, "klaunch: kernel paged_decode_attn_fp8_gqa, parameter 9 (num_kv_heads): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:77:9]");
+    static_assert(kl__fn<kl__F>::arity >= 10, "klaunch: kernel paged_decode_attn_fp8_gqa lacks parameter 10 (head_dim: uint32_t, spec type u32) [specs/paged_decode.yaml:78:9]");
+    static_assert(kl__param_is<kl__F, 9, uint32_t>::value, "klaunch: kernel paged_decode_attn_fp8_gqa, parameter 10 (head_dim): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:78:9]");
+    static_assert(kl__fn<kl__F>::arity >= 11, "klaunch: kernel paged_decode_attn_fp8_gqa lacks parameter 11 (block_size: uint32_t, spec type u32) [specs/paged_decode.yaml:79:9]");
+    static_assert(kl__param_is<kl__F, 10, uint32_t>::value, "klaunch: kernel paged_decode_attn_fp8_gqa, parameter 11 (block_size): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:79:9]");
+    static_assert(kl__fn<kl__F>::arity >= 12, "klaunch: kernel paged_decode_attn_fp8_gqa lacks parameter 12 (inv_sqrt_d: float, spec type f32) [specs/paged_decode.yaml:80:9]");
+    static_assert(kl__param_is<kl__F, 11, float>::value, "klaunch: kernel paged_decode_attn_fp8_gqa, parameter 12 (inv_sqrt_d): the definition's type is not float (spec type f32) [specs/paged_decode.yaml:80:9]");
+    static_assert(kl__fn<kl__F>::arity >= 13, "klaunch: kernel paged_decode_attn_fp8_gqa lacks parameter 13 (k_scale: float, spec type f32) [specs/paged_decode.yaml:81:9]");
+    static_assert(kl__param_is<kl__F, 12, float>::value, "klaunch: kernel paged_decode_attn_fp8_gqa, parameter 13 (k_scale): the definition's type is not float (spec type f32) [specs/paged_decode.yaml:81:9]");
+    static_assert(kl__fn<kl__F>::arity >= 14, "klaunch: kernel paged_decode_attn_fp8_gqa lacks parameter 14 (v_scale: float, spec type f32) [specs/paged_decode.yaml:82:9]");
+    static_assert(kl__param_is<kl__F, 13, float>::value, "klaunch: kernel paged_decode_attn_fp8_gqa, parameter 14 (v_scale): the definition's type is not float (spec type f32) [specs/paged_decode.yaml:82:9]");
+    static_assert(kl__fn<kl__F>::arity >= 15, "klaunch: kernel paged_decode_attn_fp8_gqa lacks parameter 15 (q_stride: uint32_t, spec type u32) [specs/paged_decode.yaml:83:9]");
+    static_assert(kl__param_is<kl__F, 14, uint32_t>::value, "klaunch: kernel paged_decode_attn_fp8_gqa, parameter 15 (q_stride): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:83:9]");
+    static_assert(kl__fn<kl__F>::arity >= 16, "klaunch: kernel paged_decode_attn_fp8_gqa lacks parameter 16 (cache_stride: uint64_t, spec type u64) [specs/paged_decode.yaml:84:9]");
+    static_assert(kl__param_is<kl__F, 15, uint64_t>::value, "klaunch: kernel paged_decode_attn_fp8_gqa, parameter 16 (cache_stride): the definition's type is not uint64_t (spec type u64) [specs/paged_decode.yaml:84:9]");
+    static_assert(kl__fn<kl__F>::arity >= 17, "klaunch: kernel paged_decode_attn_fp8_gqa lacks parameter 17 (sliding_window: uint32_t, spec type u32) [specs/paged_decode.yaml:85:9]");
+    static_assert(kl__param_is<kl__F, 16, uint32_t>::value, "klaunch: kernel paged_decode_attn_fp8_gqa, parameter 17 (sliding_window): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:85:9]");
+    static_assert(kl__fn<kl__F>::arity <= 17, "klaunch: kernel paged_decode_attn_fp8_gqa has more parameters than the 17 of its spec [specs/paged_decode.yaml:125:5]");
+    static constexpr bool ok = true;
+};
+template <class kl__F> struct kl__signature_paged_decode_split_bf16 {
+    static_assert(kl__fn<kl__F>::is_kernel, "klaunch: paged_decode_split_bf16 is not a kernel (a function returning void) [specs/paged_decode.yaml:177:5]");
+    static_assert(kl__fn<kl__F>::arity >= 1, "klaunch: kernel paged_decode_split_bf16 lacks parameter 1 (q: const __nv_bfloat16 *, spec type const bf16*) [specs/paged_decode.yaml:193:9]");
+    static_assert(kl__param_is<kl__F, 0, const __nv_bfloat16 *>::value, "klaunch: kernel paged_decode_split_bf16, parameter 1 (q): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/paged_decode.yaml:193:9]");
+    static_assert(kl__fn<kl__F>::arity >= 2, "klaunch: kernel paged_decode_split_bf16 lacks parameter 2 (k_cache: const __nv_bfloat16 *, spec type const bf16*) [specs/paged_decode.yaml:194:9]");
+    static_assert(kl__param_is<kl__F, 1, const __nv_bfloat16 *>::value, "klaunch: kernel paged_decode_split_bf16, parameter 2 (k_cache): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/paged_decode.yaml:194:9]");
+    static_assert(kl__fn<kl__F>::arity >= 3, "klaunch: kernel paged_decode_split_bf16 lacks parameter 3 (v_cache: const __nv_bfloat16 *, spec type const bf16*) [specs/paged_decode.yaml:195:9]");
+    static_assert(kl__param_is<kl__F, 2, const __nv_bfloat16 *>::value, "klaunch: kernel paged_decode_split_bf16, parameter 3 (v_cache): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/paged_decode.yaml:195:9]");
+    static_assert(kl__fn<kl__F>::arity >= 4, "klaunch: kernel paged_decode_split_bf16 lacks parameter 4 (workspace: float *, spec type f32*) [specs/paged_decode.yaml:196:9]");
+    static_assert(kl__param_is<kl__F, 3, float *>::value, "klaunch: kernel paged_decode_split_bf16, parameter 4 (workspace): the definition's type is not float * (spec type f32*) [specs/paged_decode.yaml:196:9]");
+    static_assert(kl__fn<kl__F>::arity >= 5, "klaunch: kernel paged_decode_split_bf16 lacks parameter 5 (block_tables: const int32_t *, spec type const i32*) [specs/paged_decode.yaml:197:9]");
+    static_assert(kl__param_is<kl__F, 4, const int32_t *>::value, "klaunch: kernel paged_decode_split_bf16, parameter 5 (block_tables): the definition's type is not const int32_t * (spec type const i32*) [specs/paged_decode.yaml:197:9]");
+    static_assert(kl__fn<kl__F>::arity >= 6, "klaunch: kernel paged_decode_split_bf16 lacks parameter 6 (seq_lens: const int32_t *, spec type const i32*) [specs/paged_decode.yaml:198:9]");
+    static_assert(kl__param_is<kl__F, 5, const int32_t *>::value, "klaunch: kernel paged_decode_split_bf16, parameter 6 (seq_lens): the definition's type is not const int32_t * (spec type const i32*) [specs/paged_decode.yaml:198:9]");
+    static_assert(kl__fn<kl__F>::arity >= 7, "klaunch: kernel paged_decode_split_bf16 lacks parameter 7 (max_blocks_per_seq: uint32_t, spec type u32) [specs/paged_decode.yaml:199:9]");
+    static_assert(kl__param_is<kl__F, 6, uint32_t>::value, "klaunch: kernel paged_decode_split_bf16, parameter 7 (max_blocks_per_seq): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:199:9]");
+    static_assert(kl__fn<kl__F>::arity >= 8, "klaunch: kernel paged_decode_split_bf16 lacks parameter 8 (num_seqs: uint32_t, spec type u32) [specs/paged_decode.yaml:200:16]");
+    static_assert(kl__param_is<kl__F, 7, uint32_t>::value, "klaunch: kernel paged_decode_split_bf16, parameter 8 (num_seqs): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:200:16]");
+    static_assert(kl__fn<kl__F>::arity >= 9, "klaunch: kernel paged_decode_split_bf16 lacks parameter 9 (num_q_heads: uint32_t, spec type u32) [specs/paged_decode.yaml:201:9]");
+    static_assert(kl__param_is<kl__F, 8, uint32_t>::value, "klaunch: kernel paged_decode_split_bf16, parameter 9 (num_q_heads): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:201:9]");
+    static_assert(kl__fn<kl__F>::arity >= 10, "klaunch: kernel paged_decode_split_bf16 lacks parameter 10 (num_kv_heads: uint32_t, spec type u32) [specs/paged_decode.yaml:202:9]");
+    static_assert(kl__param_is<kl__F, 9, uint32_t>::value, "klaunch: kernel paged_decode_split_bf16, parameter 10 (num_kv_heads): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:202:9]");
+    static_assert(kl__fn<kl__F>::arity >= 11, "klaunch: kernel paged_decode_split_bf16 lacks parameter 11 (head_dim: uint32_t, spec type u32) [specs/paged_decode.yaml:203:9]");
+    static_assert(kl__param_is<kl__F, 10, uint32_t>::value, "klaunch: kernel paged_decode_split_bf16, parameter 11 (head_dim): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:203:9]");
+    static_assert(kl__fn<kl__F>::arity >= 12, "klaunch: kernel paged_decode_split_bf16 lacks parameter 12 (block_size: uint32_t, spec type u32) [specs/paged_decode.yaml:204:9]");
+    static_assert(kl__param_is<kl__F, 11, uint32_t>::value, "klaunch: kernel paged_decode_split_bf16, parameter 12 (block_size): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:204:9]");
+    static_assert(kl__fn<kl__F>::arity >= 13, "klaunch: kernel paged_decode_split_bf16 lacks parameter 13 (inv_sqrt_d: float, spec type f32) [specs/paged_decode.yaml:205:9]");
+    static_assert(kl__param_is<kl__F, 12, float>::value, "klaunch: kernel paged_decode_split_bf16, parameter 13 (inv_sqrt_d): the definition's type is not float (spec type f32) [specs/paged_decode.yaml:205:9]");
+    static_assert(kl__fn<kl__F>::arity >= 14, "klaunch: kernel paged_decode_split_bf16 lacks parameter 14 (q_stride: uint32_t, spec type u32) [specs/paged_decode.yaml:206:9]");
+    static_assert(kl__param_is<kl__F, 13, uint32_t>::value, "klaunch: kernel paged_decode_split_bf16, parameter 14 (q_stride): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:206:9]");
+    static_assert(kl__fn<kl__F>::arity >= 15, "klaunch: kernel paged_decode_split_bf16 lacks parameter 15 (sliding_window: uint32_t, spec type u32) [specs/paged_decode.yaml:207:9]");
+    static_assert(kl__param_is<kl__F, 14, uint32_t>::value, "klaunch: kernel paged_decode_split_bf16, parameter 15 (sliding_window): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:207:9]");
+    static_assert(kl__fn<kl__F>::arity >= 16, "klaunch: kernel paged_decode_split_bf16 lacks parameter 16 (num_splits: uint32_t, spec type u32) [specs/paged_decode.yaml:208:16]");
+    static_assert(kl__param_is<kl__F, 15, uint32_t>::value, "klaunch: kernel paged_decode_split_bf16, parameter 16 (num_splits): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:208:16]");
+    static_assert(kl__fn<kl__F>::arity <= 16, "klaunch: kernel paged_decode_split_bf16 has more parameters than the 16 of its spec [specs/paged_decode.yaml:177:5]");
+    static constexpr bool ok = true;
+};
+template <class kl__F> struct kl__signature_paged_decode_split_fp8 {
+    static_assert(kl__fn<kl__F>::is_kernel, "klaunch: paged_decode_split_fp8 is not a kernel (a function returning void) [specs/paged_decode.yaml:230:5]");
+    static_assert(kl__fn<kl__F>::arity >= 1, "klaunch: kernel paged_decode_split_fp8 lacks parameter 1 (q: const __nv_bfloat16 *, spec type const bf16*) [specs/paged_decode.yaml:237:9]");
+    static_assert(kl__param_is<kl__F, 0, const __nv_bfloat16 *>::value, "klaunch: kernel paged_decode_split_fp8, parameter 1 (q): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/paged_decode.yaml:237:9]");
+    static_assert(kl__fn<kl__F>::arity >= 2, "klaunch: kernel paged_decode_split_fp8 lacks parameter 2 (k_cache: const __nv_fp8_e4m3 *, spec type const fp8_e4m3*) [specs/paged_decode.yaml:238:9]");
+    static_assert(kl__param_is<kl__F, 1, const __nv_fp8_e4m3 *>::value, "klaunch: kernel paged_decode_split_fp8, parameter 2 (k_cache): the definition's type is not const __nv_fp8_e4m3 * (spec type const fp8_e4m3*) [specs/paged_decode.yaml:238:9]");
+    static_assert(kl__fn<kl__F>::arity >= 3, "klaunch: kernel paged_decode_split_fp8 lacks parameter 3 (v_cache: const __nv_fp8_e4m3 *, spec type const fp8_e4m3*) [specs/paged_decode.yaml:239:9]");
+    static_assert(kl__param_is<kl__F, 2, const __nv_fp8_e4m3 *>::value, "klaunch: kernel paged_decode_split_fp8, parameter 3 (v_cache): the definition's type is not const __nv_fp8_e4m3 * (spec type const fp8_e4m3*) [specs/paged_decode.yaml:239:9]");
+    static_assert(kl__fn<kl__F>::arity >= 4, "klaunch: kernel paged_decode_split_fp8 lacks parameter 4 (workspace: float *, spec type f32*) [specs/paged_decode.yaml:240:9]");
+    static_assert(kl__param_is<kl__F, 3, float *>::value, "klaunch: kernel paged_decode_split_fp8, parameter 4 (workspace): the definition's type is not float * (spec type f32*) [specs/paged_decode.yaml:240:9]");
+    static_assert(kl__fn<kl__F>::arity >= 5, "klaunch: kernel paged_decode_split_fp8 lacks parameter 5 (block_tables: const int32_t *, spec type const i32*) [specs/paged_decode.yaml:241:9]");
+    static_assert(kl__param_is<kl__F, 4, const int32_t *>::value, "klaunch: kernel paged_decode_split_fp8, parameter 5 (block_tables): the definition's type is not const int32_t * (spec type const i32*) [specs/paged_decode.yaml:241:9]");
+    static_assert(kl__fn<kl__F>::arity >= 6, "klaunch: kernel paged_decode_split_fp8 lacks parameter 6 (seq_lens: const int32_t *, spec type const i32*) [specs/paged_decode.yaml:242:9]");
+    static_assert(kl__param_is<kl__F, 5, const int32_t *>::value, "klaunch: kernel paged_decode_split_fp8, parameter 6 (seq_lens): the definition's type is not const int32_t * (spec type const i32*) [specs/paged_decode.yaml:242:9]");
+    static_assert(kl__fn<kl__F>::arity >= 7, "klaunch: kernel paged_decode_split_fp8 lacks parameter 7 (max_blocks_per_seq: uint32_t, spec type u32) [specs/paged_decode.yaml:243:9]");
+    static_assert(kl__param_is<kl__F, 6, uint32_t>::value, "klaunch: kernel paged_decode_split_fp8, parameter 7 (max_blocks_per_seq): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:243:9]");
+    static_assert(kl__fn<kl__F>::arity >= 8, "klaunch: kernel paged_decode_split_fp8 lacks parameter 8 (num_seqs: uint32_t, spec type u32) [specs/paged_decode.yaml:244:16]");
+    static_assert(kl__param_is<kl__F, 7, uint32_t>::value, "klaunch: kernel paged_decode_split_fp8, parameter 8 (num_seqs): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:244:16]");
+    static_assert(kl__fn<kl__F>::arity >= 9, "klaunch: kernel paged_decode_split_fp8 lacks parameter 9 (num_q_heads: uint32_t, spec type u32) [specs/paged_decode.yaml:245:9]");
+    static_assert(kl__param_is<kl__F, 8, uint32_t>::value, "klaunch: kernel paged_decode_split_fp8, parameter 9 (num_q_heads): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:245:9]");
+    static_assert(kl__fn<kl__F>::arity >= 10, "klaunch: kernel paged_decode_split_fp8 lacks parameter 10 (num_kv_heads: uint32_t, spec type u32) [specs/paged_decode.yaml:246:9]");
+    static_assert(kl__param_is<kl__F, 9, uint32_t>::value, "klaunch: kernel paged_decode_split_fp8, parameter 10 (num_kv_heads): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:246:9]");
+    static_assert(kl__fn<kl__F>::arity >= 11, "klaunch: kernel paged_decode_split_fp8 lacks parameter 11 (head_dim: uint32_t, spec type u32) [specs/paged_decode.yaml:247:9]");
+    static_assert(kl__param_is<kl__F, 10, uint32_t>::value, "klaunch: kernel paged_decode_split_fp8, parameter 11 (head_dim): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:247:9]");
+    static_assert(kl__fn<kl__F>::arity >= 12, "klaunch: kernel paged_decode_split_fp8 lacks parameter 12 (block_size: uint32_t, spec type u32) [specs/paged_decode.yaml:248:9]");
+    static_assert(kl__param_is<kl__F, 11, uint32_t>::value, "klaunch: kernel paged_decode_split_fp8, parameter 12 (block_size): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:248:9]");
+    static_assert(kl__fn<kl__F>::arity >= 13, "klaunch: kernel paged_decode_split_fp8 lacks parameter 13 (inv_sqrt_d: float, spec type f32) [specs/paged_decode.yaml:249:9]");
+    static_assert(kl__param_is<kl__F, 12, float>::value, "klaunch: kernel paged_decode_split_fp8, parameter 13 (inv_sqrt_d): the definition's type is not float (spec type f32) [specs/paged_decode.yaml:249:9]");
+    static_assert(kl__fn<kl__F>::arity >= 14, "klaunch: kernel paged_decode_split_fp8 lacks parameter 14 (k_scale: float, spec type f32) [specs/paged_decode.yaml:250:9]");
+    static_assert(kl__param_is<kl__F, 13, float>::value, "klaunch: kernel paged_decode_split_fp8, parameter 14 (k_scale): the definition's type is not float (spec type f32) [specs/paged_decode.yaml:250:9]");
+    static_assert(kl__fn<kl__F>::arity >= 15, "klaunch: kernel paged_decode_split_fp8 lacks parameter 15 (v_scale: float, spec type f32) [specs/paged_decode.yaml:251:9]");
+    static_assert(kl__param_is<kl__F, 14, float>::value, "klaunch: kernel paged_decode_split_fp8, parameter 15 (v_scale): the definition's type is not float (spec type f32) [specs/paged_decode.yaml:251:9]");
+    static_assert(kl__fn<kl__F>::arity >= 16, "klaunch: kernel paged_decode_split_fp8 lacks parameter 16 (q_stride: uint32_t, spec type u32) [specs/paged_decode.yaml:252:9]");
+    static_assert(kl__param_is<kl__F, 15, uint32_t>::value, "klaunch: kernel paged_decode_split_fp8, parameter 16 (q_stride): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:252:9]");
+    static_assert(kl__fn<kl__F>::arity >= 17, "klaunch: kernel paged_decode_split_fp8 lacks parameter 17 (cache_stride: uint64_t, spec type u64) [specs/paged_decode.yaml:253:9]");
+    static_assert(kl__param_is<kl__F, 16, uint64_t>::value, "klaunch: kernel paged_decode_split_fp8, parameter 17 (cache_stride): the definition's type is not uint64_t (spec type u64) [specs/paged_decode.yaml:253:9]");
+    static_assert(kl__fn<kl__F>::arity >= 18, "klaunch: kernel paged_decode_split_fp8 lacks parameter 18 (sliding_window: uint32_t, spec type u32) [specs/paged_decode.yaml:254:9]");
+    static_assert(kl__param_is<kl__F, 17, uint32_t>::value, "klaunch: kernel paged_decode_split_fp8, parameter 18 (sliding_window): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:254:9]");
+    static_assert(kl__fn<kl__F>::arity >= 19, "klaunch: kernel paged_decode_split_fp8 lacks parameter 19 (num_splits: uint32_t, spec type u32) [specs/paged_decode.yaml:255:16]");
+    static_assert(kl__param_is<kl__F, 18, uint32_t>::value, "klaunch: kernel paged_decode_split_fp8, parameter 19 (num_splits): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:255:16]");
+    static_assert(kl__fn<kl__F>::arity <= 19, "klaunch: kernel paged_decode_split_fp8 has more parameters than the 19 of its spec [specs/paged_decode.yaml:230:5]");
+    static constexpr bool ok = true;
+};
+template <class kl__F> struct kl__signature_paged_decode_split_bf16_gqa {
+    static_assert(kl__fn<kl__F>::is_kernel, "klaunch: paged_decode_split_bf16_gqa is not a kernel (a function returning void) [specs/paged_decode.yaml:279:5]");
+    static_assert(kl__fn<kl__F>::arity >= 1, "klaunch: kernel paged_decode_split_bf16_gqa lacks parameter 1 (q: const __nv_bfloat16 *, spec type const bf16*) [specs/paged_decode.yaml:193:9]");
+    static_assert(kl__param_is<kl__F, 0, const __nv_bfloat16 *>::value, "klaunch: kernel paged_decode_split_bf16_gqa, parameter 1 (q): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/paged_decode.yaml:193:9]");
+    static_assert(kl__fn<kl__F>::arity >= 2, "klaunch: kernel paged_decode_split_bf16_gqa lacks parameter 2 (k_cache: const __nv_bfloat16 *, spec type const bf16*) [specs/paged_decode.yaml:194:9]");
+    static_assert(kl__param_is<kl__F, 1, const __nv_bfloat16 *>::value, "klaunch: kernel paged_decode_split_bf16_gqa, parameter 2 (k_cache): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/paged_decode.yaml:194:9]");
+    static_assert(kl__fn<kl__F>::arity >= 3, "klaunch: kernel paged_decode_split_bf16_gqa lacks parameter 3 (v_cache: const __nv_bfloat16 *, spec type const bf16*) [specs/paged_decode.yaml:195:9]");
+    static_assert(kl__param_is<kl__F, 2, const __nv_bfloat16 *>::value, "klaunch: kernel paged_decode_split_bf16_gqa, parameter 3 (v_cache): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/paged_decode.yaml:195:9]");
+    static_assert(kl__fn<kl__F>::arity >= 4, "klaunch: kernel paged_decode_split_bf16_gqa lacks parameter 4 (workspace: float *, spec type f32*) [specs/paged_decode.yaml:196:9]");
+    static_assert(kl__param_is<kl__F, 3, float *>::value, "klaunch: kernel paged_decode_split_bf16_gqa, parameter 4 (workspace): the definition's type is not float * (spec type f32*) [specs/paged_decode.yaml:196:9]");
+    static_assert(kl__fn<kl__F>::arity >= 5, "klaunch: kernel paged_decode_split_bf16_gqa lacks parameter 5 (block_tables: const int32_t *, spec type const i32*) [specs/paged_decode.yaml:197:9]");
+    static_assert(kl__param_is<kl__F, 4, const int32_t *>::value, "klaunch: kernel paged_decode_split_bf16_gqa, parameter 5 (block_tables): the definition's type is not const int32_t * (spec type const i32*) [specs/paged_decode.yaml:197:9]");
+    static_assert(kl__fn<kl__F>::arity >= 6, "klaunch: kernel paged_decode_split_bf16_gqa lacks parameter 6 (seq_lens: const int32_t *, spec type const i32*) [specs/paged_decode.yaml:198:9]");
+    static_assert(kl__param_is<kl__F, 5, const int32_t *>::value, "klaunch: kernel paged_decode_split_bf16_gqa, parameter 6 (seq_lens): the definition's type is not const int32_t * (spec type const i32*) [specs/paged_decode.yaml:198:9]");
+    static_assert(kl__fn<kl__F>::arity >= 7, "klaunch: kernel paged_decode_split_bf16_gqa lacks parameter 7 (max_blocks_per_seq: uint32_t, spec type u32) [specs/paged_decode.yaml:199:9]");
+    static_assert(kl__param_is<kl__F, 6, uint32_t>::value, "klaunch: kernel paged_decode_split_bf16_gqa, parameter 7 (max_blocks_per_seq): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:199:9]");
+    static_assert(kl__fn<kl__F>::arity >= 8, "klaunch: kernel paged_decode_split_bf16_gqa lacks parameter 8 (num_seqs: uint32_t, spec type u32) [specs/paged_decode.yaml:200:16]");
+    static_assert(kl__param_is<kl__F, 7, uint32_t>::value, "klaunch: kernel paged_decode_split_bf16_gqa, parameter 8 (num_seqs): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:200:16]");
+    static_assert(kl__fn<kl__F>::arity >= 9, "klaunch: kernel paged_decode_split_bf16_gqa lacks parameter 9 (num_q_heads: uint32_t, spec type u32) [specs/paged_decode.yaml:201:9]");
+    static_assert(kl__param_is<kl__F, 8, uint32_t>::value, "klaunch: kernel paged_decode_split_bf16_gqa, parameter 9 (num_q_heads): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:201:9]");
+    static_assert(kl__fn<kl__F>::arity >= 10, "klaunch: kernel paged_decode_split_bf16_gqa lacks parameter 10 (num_kv_heads: uint32_t, spec type u32) [specs/paged_decode.yaml:202:9]");
+    static_assert(kl__param_is<kl__F, 9, uint32_t>::value, "klaunch: kernel paged_decode_split_bf16_gqa, parameter 10 (num_kv_heads): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:202:9]");
+    static_assert(kl__fn<kl__F>::arity >= 11, "klaunch: kernel paged_decode_split_bf16_gqa lacks parameter 11 (head_dim: uint32_t, spec type u32) [specs/paged_decode.yaml:203:9]");
+    static_assert(kl__param_is<kl__F, 10, uint32_t>::value, "klaunch: kernel paged_decode_split_bf16_gqa, parameter 11 (head_dim): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:203:9]");
+    static_assert(kl__fn<kl__F>::arity >= 12, "klaunch: kernel paged_decode_split_bf16_gqa lacks parameter 12 (block_size: uint32_t, spec type u32) [specs/paged_decode.yaml:204:9]");
+    static_assert(kl__param_is<kl__F, 11, uint32_t>::value, "klaunch: kernel paged_decode_split_bf16_gqa, parameter 12 (block_size): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:204:9]");
+    static_assert(kl__fn<kl__F>::arity >= 13, "klaunch: kernel paged_decode_split_bf16_gqa lacks parameter 13 (inv_sqrt_d: float, spec type f32) [specs/paged_decode.yaml:205:9]");
+    static_assert(kl__param_is<kl__F, 12, float>::value, "klaunch: kernel paged_decode_split_bf16_gqa, parameter 13 (inv_sqrt_d): the definition's type is not float (spec type f32) [specs/paged_decode.yaml:205:9]");
+    static_assert(kl__fn<kl__F>::arity >= 14, "klaunch: kernel paged_decode_split_bf16_gqa lacks parameter 14 (q_stride: uint32_t, spec type u32) [specs/paged_decode.yaml:206:9]");
+    static_assert(kl__param_is<kl__F, 13, uint32_t>::value, "klaunch: kernel paged_decode_split_bf16_gqa, parameter 14 (q_stride): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:206:9]");
+    static_assert(kl__fn<kl__F>::arity >= 15, "klaunch: kernel paged_decode_split_bf16_gqa lacks parameter 15 (sliding_window: uint32_t, spec type u32) [specs/paged_decode.yaml:207:9]");
+    static_assert(kl__param_is<kl__F, 14, uint32_t>::value, "klaunch: kernel paged_decode_split_bf16_gqa, parameter 15 (sliding_window): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:207:9]");
+    static_assert(kl__fn<kl__F>::arity >= 16, "klaunch: kernel paged_decode_split_bf16_gqa lacks parameter 16 (num_splits: uint32_t, spec type u32) [specs/paged_decode.yaml:208:16]");
+    static_assert(kl__param_is<kl__F, 15, uint32_t>::value, "klaunch: kernel paged_decode_split_bf16_gqa, parameter 16 (num_splits): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:208:16]");
+    static_assert(kl__fn<kl__F>::arity <= 16, "klaunch: kernel paged_decode_split_bf16_gqa has more parameters than the 16 of its spec [specs/paged_decode.yaml:279:5]");
+    static constexpr bool ok = true;
+};
+template <class kl__F> struct kl__signature_paged_decode_split_fp8_gqa {
+    static_assert(kl__fn<kl__F>::is_kernel, "klaunch: paged_decode_split_fp8_gqa is not a kernel (a function returning void) [specs/paged_decode.yaml:306:5]");
+    static_assert(kl__fn<kl__F>::arity >= 1, "klaunch: kernel paged_decode_split_fp8_gqa lacks parameter 1 (q: const __nv_bfloat16 *, spec type const bf16*) [specs/paged_decode.yaml:237:9]");
+    static_assert(kl__param_is<kl__F, 0, const __nv_bfloat16 *>::value, "klaunch: kernel paged_decode_split_fp8_gqa, parameter 1 (q): the definition's type is not const __nv_bfloat16 * (spec type const bf16*) [specs/paged_decode.yaml:237:9]");
+    static_assert(kl__fn<kl__F>::arity >= 2, "klaunch: kernel paged_decode_split_fp8_gqa lacks parameter 2 (k_cache: const __nv_fp8_e4m3 *, spec type const fp8_e4m3*) [specs/paged_decode.yaml:238:9]");
+    static_assert(kl__param_is<kl__F, 1, const __nv_fp8_e4m3 *>::value, "klaunch: kernel paged_decode_split_fp8_gqa, parameter 2 (k_cache): the definition's type is not const __nv_fp8_e4m3 * (spec type const fp8_e4m3*) [specs/paged_decode.yaml:238:9]");
+    static_assert(kl__fn<kl__F>::arity >= 3, "klaunch: kernel paged_decode_split_fp8_gqa lacks parameter 3 (v_cache: const __nv_fp8_e4m3 *, spec type const fp8_e4m3*) [specs/paged_decode.yaml:239:9]");
+    static_assert(kl__param_is<kl__F, 2, const __nv_fp8_e4m3 *>::value, "klaunch: kernel paged_decode_split_fp8_gqa, parameter 3 (v_cache): the definition's type is not const __nv_fp8_e4m3 * (spec type const fp8_e4m3*) [specs/paged_decode.yaml:239:9]");
+    static_assert(kl__fn<kl__F>::arity >= 4, "klaunch: kernel paged_decode_split_fp8_gqa lacks parameter 4 (workspace: float *, spec type f32*) [specs/paged_decode.yaml:240:9]");
+    static_assert(kl__param_is<kl__F, 3, float *>::value, "klaunch: kernel paged_decode_split_fp8_gqa, parameter 4 (workspace): the definition's type is not float * (spec type f32*) [specs/paged_decode.yaml:240:9]");
+    static_assert(kl__fn<kl__F>::arity >= 5, "klaunch: kernel paged_decode_split_fp8_gqa lacks parameter 5 (block_tables: const int32_t *, spec type const i32*) [specs/paged_decode.yaml:241:9]");
+    static_assert(kl__param_is<kl__F, 4, const int32_t *>::value, "klaunch: kernel paged_decode_split_fp8_gqa, parameter 5 (block_tables): the definition's type is not const int32_t * (spec type const i32*) [specs/paged_decode.yaml:241:9]");
+    static_assert(kl__fn<kl__F>::arity >= 6, "klaunch: kernel paged_decode_split_fp8_gqa lacks parameter 6 (seq_lens: const int32_t *, spec type const i32*) [specs/paged_decode.yaml:242:9]");
+    static_assert(kl__param_is<kl__F, 5, const int32_t *>::value, "klaunch: kernel paged_decode_split_fp8_gqa, parameter 6 (seq_lens): the definition's type is not const int32_t * (spec type const i32*) [specs/paged_decode.yaml:242:9]");
+    static_assert(kl__fn<kl__F>::arity >= 7, "klaunch: kernel paged_decode_split_fp8_gqa lacks parameter 7 (max_blocks_per_seq: uint32_t, spec type u32) [specs/paged_decode.yaml:243:9]");
+    static_assert(kl__param_is<kl__F, 6, uint32_t>::value, "klaunch: kernel paged_decode_split_fp8_gqa, parameter 7 (max_blocks_per_seq): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:243:9]");
+    static_assert(kl__fn<kl__F>::arity >= 8, "klaunch: kernel paged_decode_split_fp8_gqa lacks parameter 8 (num_seqs: uint32_t, spec type u32) [specs/paged_decode.yaml:244:16]");
+    static_assert(kl__param_is<kl__F, 7, uint32_t>::value, "klaunch: kernel paged_decode_split_fp8_gqa, parameter 8 (num_seqs): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:244:16]");
+    static_assert(kl__fn<kl__F>::arity >= 9, "klaunch: kernel paged_decode_split_fp8_gqa lacks parameter 9 (num_q_heads: uint32_t, spec type u32) [specs/paged_decode.yaml:245:9]");
+    static_assert(kl__param_is<kl__F, 8, uint32_t>::value, "klaunch: kernel paged_decode_split_fp8_gqa, parameter 9 (num_q_heads): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:245:9]");
+    static_assert(kl__fn<kl__F>::arity >= 10, "klaunch: kernel paged_decode_split_fp8_gqa lacks parameter 10 (num_kv_heads: uint32_t, spec type u32) [specs/paged_decode.yaml:246:9]");
+    static_assert(kl__param_is<kl__F, 9, uint32_t>::value, "klaunch: kernel paged_decode_split_fp8_gqa, parameter 10 (num_kv_heads): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:246:9]");
+    static_assert(kl__fn<kl__F>::arity >= 11, "klaunch: kernel paged_decode_split_fp8_gqa lacks parameter 11 (head_dim: uint32_t, spec type u32) [specs/paged_decode.yaml:247:9]");
+    static_assert(kl__param_is<kl__F, 10, uint32_t>::value, "klaunch: kernel paged_decode_split_fp8_gqa, parameter 11 (head_dim): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:247:9]");
+    static_assert(kl__fn<kl__F>::arity >= 12, "klaunch: kernel paged_decode_split_fp8_gqa lacks parameter 12 (block_size: uint32_t, spec type u32) [specs/paged_decode.yaml:248:9]");
+    static_assert(kl__param_is<kl__F, 11, uint32_t>::value, "klaunch: kernel paged_decode_split_fp8_gqa, parameter 12 (block_size): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:248:9]");
+    static_assert(kl__fn<kl__F>::arity >= 13, "klaunch: kernel paged_decode_split_fp8_gqa lacks parameter 13 (inv_sqrt_d: float, spec type f32) [specs/paged_decode.yaml:249:9]");
+    static_assert(kl__param_is<kl__F, 12, float>::value, "klaunch: kernel paged_decode_split_fp8_gqa, parameter 13 (inv_sqrt_d): the definition's type is not float (spec type f32) [specs/paged_decode.yaml:249:9]");
+    static_assert(kl__fn<kl__F>::arity >= 14, "klaunch: kernel paged_decode_split_fp8_gqa lacks parameter 14 (k_scale: float, spec type f32) [specs/paged_decode.yaml:250:9]");
+    static_assert(kl__param_is<kl__F, 13, float>::value, "klaunch: kernel paged_decode_split_fp8_gqa, parameter 14 (k_scale): the definition's type is not float (spec type f32) [specs/paged_decode.yaml:250:9]");
+    static_assert(kl__fn<kl__F>::arity >= 15, "klaunch: kernel paged_decode_split_fp8_gqa lacks parameter 15 (v_scale: float, spec type f32) [specs/paged_decode.yaml:251:9]");
+    static_assert(kl__param_is<kl__F, 14, float>::value, "klaunch: kernel paged_decode_split_fp8_gqa, parameter 15 (v_scale): the definition's type is not float (spec type f32) [specs/paged_decode.yaml:251:9]");
+    static_assert(kl__fn<kl__F>::arity >= 16, "klaunch: kernel paged_decode_split_fp8_gqa lacks parameter 16 (q_stride: uint32_t, spec type u32) [specs/paged_decode.yaml:252:9]");
+    static_assert(kl__param_is<kl__F, 15, uint32_t>::value, "klaunch: kernel paged_decode_split_fp8_gqa, parameter 16 (q_stride): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:252:9]");
+    static_assert(kl__fn<kl__F>::arity >= 17, "klaunch: kernel paged_decode_split_fp8_gqa lacks parameter 17 (cache_stride: uint64_t, spec type u64) [specs/paged_decode.yaml:253:9]");
+    static_assert(kl__param_is<kl__F, 16, uint64_t>::value, "klaunch: kernel paged_decode_split_fp8_gqa, parameter 17 (cache_stride): the definition's type is not uint64_t (spec type u64) [specs/paged_decode.yaml:253:9]");
+    static_assert(kl__fn<kl__F>::arity >= 18, "klaunch: kernel paged_decode_split_fp8_gqa lacks parameter 18 (sliding_window: uint32_t, spec type u32) [specs/paged_decode.yaml:254:9]");
+    static_assert(kl__param_is<kl__F, 17, uint32_t>::value, "klaunch: kernel paged_decode_split_fp8_gqa, parameter 18 (sliding_window): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:254:9]");
+    static_assert(kl__fn<kl__F>::arity >= 19, "klaunch: kernel paged_decode_split_fp8_gqa lacks parameter 19 (num_splits: uint32_t, spec type u32) [specs/paged_decode.yaml:255:16]");
+    static_assert(kl__param_is<kl__F, 18, uint32_t>::value, "klaunch: kernel paged_decode_split_fp8_gqa, parameter 19 (num_splits): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:255:16]");
+    static_assert(kl__fn<kl__F>::arity <= 19, "klaunch: kernel paged_decode_split_fp8_gqa has more parameters than the 19 of its spec [specs/paged_decode.yaml:306:5]");
+    static constexpr bool ok = true;
+};
+template <class kl__F> struct kl__signature_paged_decode_split_combine {
+    static_assert(kl__fn<kl__F>::is_kernel, "klaunch: paged_decode_split_combine is not a kernel (a function returning void) [specs/paged_decode.yaml:334:5]");
+    static_assert(kl__fn<kl__F>::arity >= 1, "klaunch: kernel paged_decode_split_combine lacks parameter 1 (workspace: const float *, spec type const f32*) [specs/paged_decode.yaml:344:9]");
+    static_assert(kl__param_is<kl__F, 0, const float *>::value, "klaunch: kernel paged_decode_split_combine, parameter 1 (workspace): the definition's type is not const float * (spec type const f32*) [specs/paged_decode.yaml:344:9]");
+    static_assert(kl__fn<kl__F>::arity >= 2, "klaunch: kernel paged_decode_split_combine lacks parameter 2 (output: __nv_bfloat16 *, spec type bf16*) [specs/paged_decode.yaml:345:9]");
+    static_assert(kl__param_is<kl__F, 1, __nv_bfloat16 *>::value, "klaunch: kernel paged_decode_split_combine, parameter 2 (output): the definition's type is not __nv_bfloat16 * (spec type bf16*) [specs/paged_decode.yaml:345:9]");
+    static_assert(kl__fn<kl__F>::arity >= 3, "klaunch: kernel paged_decode_split_combine lacks parameter 3 (num_seqs: uint32_t, spec type u32) [specs/paged_decode.yaml:346:9]");
+    static_assert(kl__param_is<kl__F, 2, uint32_t>::value, "klaunch: kernel paged_decode_split_combine, parameter 3 (num_seqs): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:346:9]");
+    static_assert(kl__fn<kl__F>::arity >= 4, "klaunch: kernel paged_decode_split_combine lacks parameter 4 (num_q_heads: uint32_t, spec type u32) [specs/paged_decode.yaml:347:9]");
+    static_assert(kl__param_is<kl__F, 3, uint32_t>::value, "klaunch: kernel paged_decode_split_combine, parameter 4 (num_q_heads): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:347:9]");
+    static_assert(kl__fn<kl__F>::arity >= 5, "klaunch: kernel paged_decode_split_combine lacks parameter 5 (head_dim: uint32_t, spec type u32) [specs/paged_decode.yaml:348:9]");
+    static_assert(kl__param_is<kl__F, 4, uint32_t>::value, "klaunch: kernel paged_decode_split_combine, parameter 5 (head_dim): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:348:9]");
+    static_assert(kl__fn<kl__F>::arity >= 6, "klaunch: kernel paged_decode_split_combine lacks parameter 6 (num_splits: uint32_t, spec type u32) [specs/paged_decode.yaml:349:9]");
+    static_assert(kl__param_is<kl__F, 5, uint32_t>::value, "klaunch: kernel paged_decode_split_combine, parameter 6 (num_splits): the definition's type is not uint32_t (spec type u32) [specs/paged_decode.yaml:349:9]");
+    static_assert(kl__fn<kl__F>::arity <= 6, "klaunch: kernel paged_decode_split_combine has more parameters than the 6 of its spec [specs/paged_decode.yaml:334:5]");
+    static constexpr bool ok = true;
+};
 
 /* ---- module metadata: read by kl_module_load() through KL_MODULE_INFO_SYMBOL ---- */
 extern "C" __device__ const char kl__module_info[] =
@@ -101,3 +478,17 @@ extern "C" __device__ const char kl__module_info[] =
     KL__PAGED_DECODE_CONST_LINES;
 
 #endif /* KLAUNCH_PAGED_DECODE_CUH */
+
+/* ---- the checks themselves: after every kernel definition (see SIGNATURE CHECKS) ---- */
+#if defined(KL_CHECK_SIGNATURES) && !defined(KL_NO_SIGNATURE_CHECKS) && !defined(KL__PAGED_DECODE_SIGNATURES_CHECKED)
+#define KL__PAGED_DECODE_SIGNATURES_CHECKED 1
+static_assert(kl__signature_paged_decode_attn_bf16<decltype(paged_decode_attn_bf16)>::ok, "klaunch: kernel paged_decode_attn_bf16 [specs/paged_decode.yaml:25:5]; if it is undefined here, no kernel source of the family defines it");
+static_assert(kl__signature_paged_decode_attn_fp8<decltype(paged_decode_attn_fp8)>::ok, "klaunch: kernel paged_decode_attn_fp8 [specs/paged_decode.yaml:61:5]; if it is undefined here, no kernel source of the family defines it");
+static_assert(kl__signature_paged_decode_attn_bf16_gqa<decltype(paged_decode_attn_bf16_gqa)>::ok, "klaunch: kernel paged_decode_attn_bf16_gqa [specs/paged_decode.yaml:103:5]; if it is undefined here, no kernel source of the family defines it");
+static_assert(kl__signature_paged_decode_attn_fp8_gqa<decltype(paged_decode_attn_fp8_gqa)>::ok, "klaunch: kernel paged_decode_attn_fp8_gqa [specs/paged_decode.yaml:125:5]; if it is undefined here, no kernel source of the family defines it");
+static_assert(kl__signature_paged_decode_split_bf16<decltype(paged_decode_split_bf16)>::ok, "klaunch: kernel paged_decode_split_bf16 [specs/paged_decode.yaml:177:5]; if it is undefined here, no kernel source of the family defines it");
+static_assert(kl__signature_paged_decode_split_fp8<decltype(paged_decode_split_fp8)>::ok, "klaunch: kernel paged_decode_split_fp8 [specs/paged_decode.yaml:230:5]; if it is undefined here, no kernel source of the family defines it");
+static_assert(kl__signature_paged_decode_split_bf16_gqa<decltype(paged_decode_split_bf16_gqa)>::ok, "klaunch: kernel paged_decode_split_bf16_gqa [specs/paged_decode.yaml:279:5]; if it is undefined here, no kernel source of the family defines it");
+static_assert(kl__signature_paged_decode_split_fp8_gqa<decltype(paged_decode_split_fp8_gqa)>::ok, "klaunch: kernel paged_decode_split_fp8_gqa [specs/paged_decode.yaml:306:5]; if it is undefined here, no kernel source of the family defines it");
+static_assert(kl__signature_paged_decode_split_combine<decltype(paged_decode_split_combine)>::ok, "klaunch: kernel paged_decode_split_combine [specs/paged_decode.yaml:334:5]; if it is undefined here, no kernel source of the family defines it");
+#endif

@@ -41,7 +41,10 @@
  *   KL_ERROR_INVALID_IMAGE; a module without klaunch metadata:
  *   KL_ERROR_MODULE_INFO; a kernel whose parameters differ from its spec
  *   (each spec parameter's offset and size, checked with cuFuncGetParamInfo
- *   where the driver has it): KL_ERROR_LAYOUT_MISMATCH.
+ *   where the driver has it): KL_ERROR_LAYOUT_MISMATCH, naming the first
+ *   parameter that differs or is missing. A driver without
+ *   cuFuncGetParamInfo skips that check and says so once per process (see
+ *   kl_cuda_backend_layout_note). docs/ARG_ORDER.md has every message.
  */
 #ifndef KLAUNCH_CUDA_BACKEND_H
 #define KLAUNCH_CUDA_BACKEND_H
@@ -116,6 +119,12 @@ void kl_cuda_backend_destroy(kl_cuda_backend *cb);
 /* Any driver entry point by its exported name, e.g. "cuMemAlloc_v2"; NULL
  * when absent or when cb is not initialised. */
 void *kl_cuda_backend_symbol(const kl_cuda_backend *cb, const char *name);
+/* NULL when kernel lookups check each kernel's parameter layout against its
+ * spec (the driver has cuFuncGetParamInfo, CUDA 12.4+), else a sentence
+ * saying they do not. The first lookup that skips the check in a process
+ * also passes that sentence to the error callback (kl_set_error_callback)
+ * with KL_ERROR_UNSUPPORTED, once; the lookup itself succeeds. */
+const char *kl_cuda_backend_layout_note(const kl_cuda_backend *cb);
 
 /* Driver helpers for tests, examples and benchmarks (device pointers as
  * void*). Copies are synchronous; zero bytes is a no-op (malloc of zero
@@ -397,37 +406,80 @@ static kl_status kl__cuda_module_info(kl_backend *be, void *handle, char *buf, s
     return st;
 }
 
-/* The compiled kernel's parameters against the spec's, where the driver
- * can say (cuFuncGetParamInfo): a stale fatbin would otherwise read its
- * arguments from the wrong bytes. */
+static const char kl__cuda_layout_note[] =
+    "this driver has no cuFuncGetParamInfo (drivers of CUDA 12.4 and newer have it): kernel parameter layouts are "
+    "not checked when kernels are looked up; the compile-time and build-time checks still apply "
+    "(docs/ARG_ORDER.md)";
+/* Whether the note above went to the error callback (once per process). */
+static int kl__cuda_layout_note_given;
+
+const char *kl_cuda_backend_layout_note(const kl_cuda_backend *cb) {
+    if (cb == NULL || cb->lib == NULL || cb->api.func_get_param_info != NULL) return NULL;
+    return kl__cuda_layout_note;
+}
+
+static const char *kl__param_kind_name(kl_param_kind kind) {
+    switch (kind) {
+    case KL_PARAM_PTR: return "pointer";
+    case KL_PARAM_U32: return "u32";
+    case KL_PARAM_U64: return "u64";
+    case KL_PARAM_F32: return "f32";
+    case KL_PARAM_I32: return "i32";
+    case KL_PARAM_BOOL: return "bool, as u32";
+    default: return "?";
+    }
+}
+
+/* The compiled kernel's parameters against the spec's (cuFuncGetParamInfo):
+ * a kernel built from a source that drifted from its spec would otherwise
+ * read its arguments from the wrong bytes. */
 static kl_status kl__cuda_check_layout(const kl_cuda_backend *cb, kl__cu_function fn, const kl_kernel_desc *desc) {
     size_t offset, size;
     kl__cu_result r;
     uint32_t i;
-    if (cb->api.func_get_param_info == NULL) return KL_SUCCESS;
+    if (cb->api.func_get_param_info == NULL) {
+        /* Said once per process, through the error callback only: the lookup
+         * itself succeeds and the thread's last error is left alone. */
+        int given;
+#if defined(__GNUC__) || defined(__clang__)
+        given = __atomic_exchange_n(&kl__cuda_layout_note_given, 1, __ATOMIC_RELAXED);
+#else
+        given = kl__cuda_layout_note_given;
+        kl__cuda_layout_note_given = 1;
+#endif
+        if (!given && kl__callback != NULL) {
+            char note[512];
+            snprintf(note, sizeof note, "%s: kl_%s_get: %s", kl_status_name(KL_ERROR_UNSUPPORTED), desc->launcher,
+                     kl__cuda_layout_note);
+            kl__callback(KL_ERROR_UNSUPPORTED, note, kl__callback_user);
+        }
+        return KL_SUCCESS;
+    }
     for (i = 0; i < desc->num_params; i++) {
         const kl_param_info *p = &desc->params[i];
         r = cb->api.func_get_param_info(fn, i, &offset, &size);
         if (r == KL__CUDA_ERROR_INVALID_VALUE)
             return kl__fail(KL_ERROR_LAYOUT_MISMATCH,
-                            "kl_%s_get: kernel %s has %u parameters; the spec has %u [%s:%u]", desc->launcher,
-                            desc->entry, (unsigned)i, (unsigned)desc->num_params, desc->spec_file,
-                            (unsigned)desc->spec_line);
+                            "kl_%s_get: kernel %s has %u parameters, its spec %u: parameter %u (%s, offset %u, %u "
+                            "bytes, %s) is missing [%s:%u]",
+                            desc->launcher, desc->entry, (unsigned)i, (unsigned)desc->num_params, (unsigned)i + 1,
+                            p->name, (unsigned)p->offset, (unsigned)p->size, kl__param_kind_name(p->kind),
+                            desc->spec_file, (unsigned)desc->spec_line);
         if (r != KL__CUDA_SUCCESS)
             return kl__cuda_fail(cb, KL_ERROR_DRIVER, r, "kl_%s_get: cuFuncGetParamInfo(%s, %u)", desc->launcher,
                                  desc->entry, (unsigned)i);
         if (offset != p->offset || size != p->size)
             return kl__fail(KL_ERROR_LAYOUT_MISMATCH,
-                            "kl_%s_get: kernel %s takes parameter %u (%s) at offset %lu, %lu bytes; the spec says "
-                            "offset %u, %u bytes [%s:%u]",
-                            desc->launcher, desc->entry, (unsigned)i, p->name, (unsigned long)offset,
-                            (unsigned long)size, (unsigned)p->offset, (unsigned)p->size, desc->spec_file,
-                            (unsigned)desc->spec_line);
+                            "kl_%s_get: kernel %s differs from its spec at parameter %u (%s): the kernel has offset "
+                            "%lu, %lu bytes; the spec says offset %u, %u bytes (%s) [%s:%u]",
+                            desc->launcher, desc->entry, (unsigned)i + 1, p->name, (unsigned long)offset,
+                            (unsigned long)size, (unsigned)p->offset, (unsigned)p->size, kl__param_kind_name(p->kind),
+                            desc->spec_file, (unsigned)desc->spec_line);
     }
     /* Extra trailing kernel parameters are not probed for: asking for index
      * num_params would fail on every correct kernel, an API error that
-     * compute-sanitizer reports. The generated .cuh declarations already
-     * make a kernel with another parameter list a compile error. */
+     * compute-sanitizer reports. The compile-time and build-time checks
+     * catch them (docs/ARG_ORDER.md). */
     return KL_SUCCESS;
 }
 

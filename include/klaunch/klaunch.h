@@ -220,7 +220,12 @@ kl_status kl_module_load_file(kl_backend *backend, const char *path, kl_module *
 void kl_module_unload(kl_module *module);
 /* Value of a module constant; returns 0 when the module does not define it. */
 int kl_module_const(const kl_module *module, const char *name, int64_t *value);
-/* Generated kl_<launcher>_get() functions call this. */
+/* Generated kl_<launcher>_get() functions call this. It refuses a module of
+ * another family (KL_ERROR_FAMILY_MISMATCH), one built from another version
+ * of the spec than desc's header (KL_ERROR_STALE_FATBIN: both spec hashes
+ * are "sha256:<64 hex>" and differ), one lacking a constant the launcher
+ * reads (KL_ERROR_VARIANT_MISMATCH), then asks the backend for the kernel
+ * (the CUDA backend also compares its parameter layout with desc's). */
 kl_status kl_kernel_get(kl_kernel *out, const kl_module *module, const kl_kernel_desc *desc);
 
 /* ---- private helpers used by generated code ---------------------------- */
@@ -533,6 +538,19 @@ int kl_module_const(const kl_module *module, const char *name, int64_t *value) {
     return 0;
 }
 
+/* "sha256:" and 64 hex digits, as the generator writes spec hashes. Only such
+ * hashes are compared for staleness: hand-written metadata (tests, the
+ * recording backend) may leave the hash out or use a placeholder. */
+static int kl__is_sha256(const char *s) {
+    int i;
+    if (s == NULL || strncmp(s, "sha256:", 7) != 0) return 0;
+    for (i = 7; i < 7 + 64; i++) {
+        const char c = s[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) return 0;
+    }
+    return s[7 + 64] == '\0';
+}
+
 kl_status kl_kernel_get(kl_kernel *out, const kl_module *module, const kl_kernel_desc *desc) {
     kl_func_attrs attrs;
     void *fn = NULL;
@@ -547,6 +565,14 @@ kl_status kl_kernel_get(kl_kernel *out, const kl_module *module, const kl_kernel
                         "kl_%s_get: module is of family '%s' (variant '%s'); this launcher needs family '%s' [%s:%u]",
                         desc->launcher, module->family, module->variant, desc->family, desc->spec_file,
                         (unsigned)desc->spec_line);
+    if (kl__is_sha256(desc->spec_hash) && kl__is_sha256(module->spec_hash) &&
+        strcmp(module->spec_hash, desc->spec_hash) != 0)
+        return kl__fail(KL_ERROR_STALE_FATBIN,
+                        "kl_%s_get: module %s/%s was built from spec %s, this launcher's header from spec %s "
+                        "[%s:%u]: one of them is stale; rebuild both from the same spec: ./bazelw build "
+                        "//kernels:%s (or ./bazelw run //:generate)",
+                        desc->launcher, module->family, module->variant, module->spec_hash, desc->spec_hash,
+                        desc->spec_file, (unsigned)desc->spec_line, desc->family);
     if (desc->num_consts > KL_MAX_CONSTS)
         return kl__fail(KL_ERROR_INVALID_ARGUMENT, "kl_%s_get: %u constants exceed KL_MAX_CONSTS",
                         desc->launcher, (unsigned)desc->num_consts);

@@ -4,12 +4,28 @@
  * Every kernel source of the family includes it and is compiled with
  * -DKL_VARIANT_<variant>. It
  *
- * - declares each kernel extern "C" with the spec's parameter list, so a
- *   definition that differs does not compile;
+ * - checks each kernel definition against the spec's parameter list
+ *   (order, type, count, const-ness of the pointee): see SIGNATURE CHECKS;
  * - defines the variant's constants;
  * - defines kl__module_info, the metadata the runtime reads when it loads a
  *   module. KL_SOURCE_HASH, when defined, is a string literal naming the
  *   kernel sources (e.g. -DKL_SOURCE_HASH='"sha256:..."').
+ *
+ * SIGNATURE CHECKS (docs/ARG_ORDER.md)
+ *   By default the kernels are declared extern "C" with the spec's
+ *   parameters, so a definition that differs does not compile (nvcc: "more
+ *   than one instance of overloaded function ... has "C" linkage", naming
+ *   the kernel but not the parameter).
+ *   KL_SIGNATURE_CHECKS_AT_END, defined before the first include, leaves the
+ *   declarations out; the checks then run where this header is included
+ *   again with KL_CHECK_SIGNATURES defined (after every definition: what
+ *   bazel/cuda.bzl's unity translation unit does), or where
+ *   KL_CHECK_KERNEL(<entry>); follows a definition. They fail with a
+ *   static_assert naming the kernel, the parameter and the spec's
+ *   file:line:col, and a kernel the spec names but no source defines is an
+ *   "identifier is undefined" error on its check.
+ *   KL_NO_SIGNATURE_CHECKS turns all of it off (only for test fixtures that
+ *   must build a kernel which differs from its spec).
  */
 #ifndef KLAUNCH_VOLUME_CUH
 #define KLAUNCH_VOLUME_CUH
@@ -39,8 +55,73 @@
 #endif
 
 /* ---- kernels (launch-only parameters are not kernel arguments; bool arrives as uint32_t 0/1) ---- */
+#if !defined(KL_SIGNATURE_CHECKS_AT_END) && !defined(KL_NO_SIGNATURE_CHECKS)
 extern "C" __global__ void stencil3d(const float *src, float *dst, uint32_t nx, uint32_t ny, uint32_t nz,
     uint32_t bx, uint32_t by, uint32_t bz, int32_t offset, uint64_t total);
+#endif
+
+/* ---- signature checks: kl__signature_<entry><decltype(<entry>)> ---- */
+#ifndef KL__SIGNATURE_TRAITS_1
+#define KL__SIGNATURE_TRAITS_1
+/* Shared by every family's header, hence the guard. kl__fn<F>::arg<I> is
+ * parameter I of function type F, or `present == 0` past the last one, so
+ * one mismatch gives one message, not a cascade. */
+template <unsigned kl__I, class... kl__A> struct kl__arg_at {
+    typedef void type;
+    enum { present = 0 };
+};
+template <class kl__H, class... kl__T> struct kl__arg_at<0, kl__H, kl__T...> {
+    typedef kl__H type;
+    enum { present = 1 };
+};
+template <unsigned kl__I, class kl__H, class... kl__T>
+struct kl__arg_at<kl__I, kl__H, kl__T...> : kl__arg_at<kl__I - 1, kl__T...> {};
+template <class kl__X, class kl__Y> struct kl__same { enum { value = 0 }; };
+template <class kl__X> struct kl__same<kl__X, kl__X> { enum { value = 1 }; };
+template <class kl__F> struct kl__fn {
+    enum { is_kernel = 0, arity = 0 };
+    template <unsigned kl__I> struct arg : kl__arg_at<kl__I> {};
+};
+template <class... kl__A> struct kl__fn<void(kl__A...)> {
+    enum { is_kernel = 1, arity = sizeof...(kl__A) };
+    template <unsigned kl__I> struct arg : kl__arg_at<kl__I, kl__A...> {};
+};
+template <class... kl__A> struct kl__fn<void(kl__A...) noexcept> : kl__fn<void(kl__A...)> {};
+/* Parameter I of F is T, or F has no parameter I (reported on its own). */
+template <class kl__F, unsigned kl__I, class kl__T> struct kl__param_is {
+    typedef typename kl__fn<kl__F>::template arg<kl__I> kl__arg;
+    enum { value = !kl__arg::present || kl__same<typename kl__arg::type, kl__T>::value };
+};
+/* After the definition of kernel `entry` (with KL_SIGNATURE_CHECKS_AT_END). */
+#define KL_CHECK_KERNEL(entry) \
+    static_assert(kl__signature_##entry<decltype(entry)>::ok, "klaunch: kernel " #entry " is checked here")
+#endif /* KL__SIGNATURE_TRAITS_1 */
+
+template <class kl__F> struct kl__signature_stencil3d {
+    static_assert(kl__fn<kl__F>::is_kernel, "klaunch: stencil3d is not a kernel (a function returning void) [volume.yaml:14:5]");
+    static_assert(kl__fn<kl__F>::arity >= 1, "klaunch: kernel stencil3d lacks parameter 1 (src: const float *, spec type const f32*) [volume.yaml:16:9]");
+    static_assert(kl__param_is<kl__F, 0, const float *>::value, "klaunch: kernel stencil3d, parameter 1 (src): the definition's type is not const float * (spec type const f32*) [volume.yaml:16:9]");
+    static_assert(kl__fn<kl__F>::arity >= 2, "klaunch: kernel stencil3d lacks parameter 2 (dst: float *, spec type f32*) [volume.yaml:17:9]");
+    static_assert(kl__param_is<kl__F, 1, float *>::value, "klaunch: kernel stencil3d, parameter 2 (dst): the definition's type is not float * (spec type f32*) [volume.yaml:17:9]");
+    static_assert(kl__fn<kl__F>::arity >= 3, "klaunch: kernel stencil3d lacks parameter 3 (nx: uint32_t, spec type u32) [volume.yaml:18:9]");
+    static_assert(kl__param_is<kl__F, 2, uint32_t>::value, "klaunch: kernel stencil3d, parameter 3 (nx): the definition's type is not uint32_t (spec type u32) [volume.yaml:18:9]");
+    static_assert(kl__fn<kl__F>::arity >= 4, "klaunch: kernel stencil3d lacks parameter 4 (ny: uint32_t, spec type u32) [volume.yaml:19:9]");
+    static_assert(kl__param_is<kl__F, 3, uint32_t>::value, "klaunch: kernel stencil3d, parameter 4 (ny): the definition's type is not uint32_t (spec type u32) [volume.yaml:19:9]");
+    static_assert(kl__fn<kl__F>::arity >= 5, "klaunch: kernel stencil3d lacks parameter 5 (nz: uint32_t, spec type u32) [volume.yaml:20:9]");
+    static_assert(kl__param_is<kl__F, 4, uint32_t>::value, "klaunch: kernel stencil3d, parameter 5 (nz): the definition's type is not uint32_t (spec type u32) [volume.yaml:20:9]");
+    static_assert(kl__fn<kl__F>::arity >= 6, "klaunch: kernel stencil3d lacks parameter 6 (bx: uint32_t, spec type u32) [volume.yaml:21:9]");
+    static_assert(kl__param_is<kl__F, 5, uint32_t>::value, "klaunch: kernel stencil3d, parameter 6 (bx): the definition's type is not uint32_t (spec type u32) [volume.yaml:21:9]");
+    static_assert(kl__fn<kl__F>::arity >= 7, "klaunch: kernel stencil3d lacks parameter 7 (by: uint32_t, spec type u32) [volume.yaml:22:9]");
+    static_assert(kl__param_is<kl__F, 6, uint32_t>::value, "klaunch: kernel stencil3d, parameter 7 (by): the definition's type is not uint32_t (spec type u32) [volume.yaml:22:9]");
+    static_assert(kl__fn<kl__F>::arity >= 8, "klaunch: kernel stencil3d lacks parameter 8 (bz: uint32_t, spec type u32) [volume.yaml:23:9]");
+    static_assert(kl__param_is<kl__F, 7, uint32_t>::value, "klaunch: kernel stencil3d, parameter 8 (bz): the definition's type is not uint32_t (spec type u32) [volume.yaml:23:9]");
+    static_assert(kl__fn<kl__F>::arity >= 9, "klaunch: kernel stencil3d lacks parameter 9 (offset: int32_t, spec type i32) [volume.yaml:24:9]");
+    static_assert(kl__param_is<kl__F, 8, int32_t>::value, "klaunch: kernel stencil3d, parameter 9 (offset): the definition's type is not int32_t (spec type i32) [volume.yaml:24:9]");
+    static_assert(kl__fn<kl__F>::arity >= 10, "klaunch: kernel stencil3d lacks parameter 10 (total: uint64_t, spec type u64) [volume.yaml:25:9]");
+    static_assert(kl__param_is<kl__F, 9, uint64_t>::value, "klaunch: kernel stencil3d, parameter 10 (total): the definition's type is not uint64_t (spec type u64) [volume.yaml:25:9]");
+    static_assert(kl__fn<kl__F>::arity <= 10, "klaunch: kernel stencil3d has more parameters than the 10 of its spec [volume.yaml:14:5]");
+    static constexpr bool ok = true;
+};
 
 /* ---- module metadata: read by kl_module_load() through KL_MODULE_INFO_SYMBOL ---- */
 extern "C" __device__ const char kl__module_info[] =
@@ -52,3 +133,9 @@ extern "C" __device__ const char kl__module_info[] =
     KL__VOLUME_CONST_LINES;
 
 #endif /* KLAUNCH_VOLUME_CUH */
+
+/* ---- the checks themselves: after every kernel definition (see SIGNATURE CHECKS) ---- */
+#if defined(KL_CHECK_SIGNATURES) && !defined(KL_NO_SIGNATURE_CHECKS) && !defined(KL__VOLUME_SIGNATURES_CHECKED)
+#define KL__VOLUME_SIGNATURES_CHECKED 1
+static_assert(kl__signature_stencil3d<decltype(stencil3d)>::ok, "klaunch: kernel stencil3d [volume.yaml:14:5]; if it is undefined here, no kernel source of the family defines it");
+#endif

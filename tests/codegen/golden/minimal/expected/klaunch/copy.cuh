@@ -4,12 +4,28 @@
  * Every kernel source of the family includes it and is compiled with
  * -DKL_VARIANT_<variant>. It
  *
- * - declares each kernel extern "C" with the spec's parameter list, so a
- *   definition that differs does not compile;
+ * - checks each kernel definition against the spec's parameter list
+ *   (order, type, count, const-ness of the pointee): see SIGNATURE CHECKS;
  * - defines the variant's constants;
  * - defines kl__module_info, the metadata the runtime reads when it loads a
  *   module. KL_SOURCE_HASH, when defined, is a string literal naming the
  *   kernel sources (e.g. -DKL_SOURCE_HASH='"sha256:..."').
+ *
+ * SIGNATURE CHECKS (docs/ARG_ORDER.md)
+ *   By default the kernels are declared extern "C" with the spec's
+ *   parameters, so a definition that differs does not compile (nvcc: "more
+ *   than one instance of overloaded function ... has "C" linkage", naming
+ *   the kernel but not the parameter).
+ *   KL_SIGNATURE_CHECKS_AT_END, defined before the first include, leaves the
+ *   declarations out; the checks then run where this header is included
+ *   again with KL_CHECK_SIGNATURES defined (after every definition: what
+ *   bazel/cuda.bzl's unity translation unit does), or where
+ *   KL_CHECK_KERNEL(<entry>); follows a definition. They fail with a
+ *   static_assert naming the kernel, the parameter and the spec's
+ *   file:line:col, and a kernel the spec names but no source defines is an
+ *   "identifier is undefined" error on its check.
+ *   KL_NO_SIGNATURE_CHECKS turns all of it off (only for test fixtures that
+ *   must build a kernel which differs from its spec).
  */
 #ifndef KLAUNCH_COPY_CUH
 #define KLAUNCH_COPY_CUH
@@ -37,7 +53,58 @@
 #endif
 
 /* ---- kernels (launch-only parameters are not kernel arguments; bool arrives as uint32_t 0/1) ---- */
+#if !defined(KL_SIGNATURE_CHECKS_AT_END) && !defined(KL_NO_SIGNATURE_CHECKS)
 extern "C" __global__ void copy_f32(const float *src, float *dst, uint32_t n);
+#endif
+
+/* ---- signature checks: kl__signature_<entry><decltype(<entry>)> ---- */
+#ifndef KL__SIGNATURE_TRAITS_1
+#define KL__SIGNATURE_TRAITS_1
+/* Shared by every family's header, hence the guard. kl__fn<F>::arg<I> is
+ * parameter I of function type F, or `present == 0` past the last one, so
+ * one mismatch gives one message, not a cascade. */
+template <unsigned kl__I, class... kl__A> struct kl__arg_at {
+    typedef void type;
+    enum { present = 0 };
+};
+template <class kl__H, class... kl__T> struct kl__arg_at<0, kl__H, kl__T...> {
+    typedef kl__H type;
+    enum { present = 1 };
+};
+template <unsigned kl__I, class kl__H, class... kl__T>
+struct kl__arg_at<kl__I, kl__H, kl__T...> : kl__arg_at<kl__I - 1, kl__T...> {};
+template <class kl__X, class kl__Y> struct kl__same { enum { value = 0 }; };
+template <class kl__X> struct kl__same<kl__X, kl__X> { enum { value = 1 }; };
+template <class kl__F> struct kl__fn {
+    enum { is_kernel = 0, arity = 0 };
+    template <unsigned kl__I> struct arg : kl__arg_at<kl__I> {};
+};
+template <class... kl__A> struct kl__fn<void(kl__A...)> {
+    enum { is_kernel = 1, arity = sizeof...(kl__A) };
+    template <unsigned kl__I> struct arg : kl__arg_at<kl__I, kl__A...> {};
+};
+template <class... kl__A> struct kl__fn<void(kl__A...) noexcept> : kl__fn<void(kl__A...)> {};
+/* Parameter I of F is T, or F has no parameter I (reported on its own). */
+template <class kl__F, unsigned kl__I, class kl__T> struct kl__param_is {
+    typedef typename kl__fn<kl__F>::template arg<kl__I> kl__arg;
+    enum { value = !kl__arg::present || kl__same<typename kl__arg::type, kl__T>::value };
+};
+/* After the definition of kernel `entry` (with KL_SIGNATURE_CHECKS_AT_END). */
+#define KL_CHECK_KERNEL(entry) \
+    static_assert(kl__signature_##entry<decltype(entry)>::ok, "klaunch: kernel " #entry " is checked here")
+#endif /* KL__SIGNATURE_TRAITS_1 */
+
+template <class kl__F> struct kl__signature_copy_f32 {
+    static_assert(kl__fn<kl__F>::is_kernel, "klaunch: copy_f32 is not a kernel (a function returning void) [copy.yaml:8:5]");
+    static_assert(kl__fn<kl__F>::arity >= 1, "klaunch: kernel copy_f32 lacks parameter 1 (src: const float *, spec type const f32*) [copy.yaml:11:9]");
+    static_assert(kl__param_is<kl__F, 0, const float *>::value, "klaunch: kernel copy_f32, parameter 1 (src): the definition's type is not const float * (spec type const f32*) [copy.yaml:11:9]");
+    static_assert(kl__fn<kl__F>::arity >= 2, "klaunch: kernel copy_f32 lacks parameter 2 (dst: float *, spec type f32*) [copy.yaml:12:9]");
+    static_assert(kl__param_is<kl__F, 1, float *>::value, "klaunch: kernel copy_f32, parameter 2 (dst): the definition's type is not float * (spec type f32*) [copy.yaml:12:9]");
+    static_assert(kl__fn<kl__F>::arity >= 3, "klaunch: kernel copy_f32 lacks parameter 3 (n: uint32_t, spec type u32) [copy.yaml:13:9]");
+    static_assert(kl__param_is<kl__F, 2, uint32_t>::value, "klaunch: kernel copy_f32, parameter 3 (n): the definition's type is not uint32_t (spec type u32) [copy.yaml:13:9]");
+    static_assert(kl__fn<kl__F>::arity <= 3, "klaunch: kernel copy_f32 has more parameters than the 3 of its spec [copy.yaml:8:5]");
+    static constexpr bool ok = true;
+};
 
 /* ---- module metadata: read by kl_module_load() through KL_MODULE_INFO_SYMBOL ---- */
 extern "C" __device__ const char kl__module_info[] =
@@ -49,3 +116,9 @@ extern "C" __device__ const char kl__module_info[] =
     KL__COPY_CONST_LINES;
 
 #endif /* KLAUNCH_COPY_CUH */
+
+/* ---- the checks themselves: after every kernel definition (see SIGNATURE CHECKS) ---- */
+#if defined(KL_CHECK_SIGNATURES) && !defined(KL_NO_SIGNATURE_CHECKS) && !defined(KL__COPY_SIGNATURES_CHECKED)
+#define KL__COPY_SIGNATURES_CHECKED 1
+static_assert(kl__signature_copy_f32<decltype(copy_f32)>::ok, "klaunch: kernel copy_f32 [copy.yaml:8:5]; if it is undefined here, no kernel source of the family defines it");
+#endif

@@ -4,12 +4,28 @@
  * Every kernel source of the family includes it and is compiled with
  * -DKL_VARIANT_<variant>. It
  *
- * - declares each kernel extern "C" with the spec's parameter list, so a
- *   definition that differs does not compile;
+ * - checks each kernel definition against the spec's parameter list
+ *   (order, type, count, const-ness of the pointee): see SIGNATURE CHECKS;
  * - defines the variant's constants;
  * - defines kl__module_info, the metadata the runtime reads when it loads a
  *   module. KL_SOURCE_HASH, when defined, is a string literal naming the
  *   kernel sources (e.g. -DKL_SOURCE_HASH='"sha256:..."').
+ *
+ * SIGNATURE CHECKS (docs/ARG_ORDER.md)
+ *   By default the kernels are declared extern "C" with the spec's
+ *   parameters, so a definition that differs does not compile (nvcc: "more
+ *   than one instance of overloaded function ... has "C" linkage", naming
+ *   the kernel but not the parameter).
+ *   KL_SIGNATURE_CHECKS_AT_END, defined before the first include, leaves the
+ *   declarations out; the checks then run where this header is included
+ *   again with KL_CHECK_SIGNATURES defined (after every definition: what
+ *   bazel/cuda.bzl's unity translation unit does), or where
+ *   KL_CHECK_KERNEL(<entry>); follows a definition. They fail with a
+ *   static_assert naming the kernel, the parameter and the spec's
+ *   file:line:col, and a kernel the spec names but no source defines is an
+ *   "identifier is undefined" error on its check.
+ *   KL_NO_SIGNATURE_CHECKS turns all of it off (only for test fixtures that
+ *   must build a kernel which differs from its spec).
  */
 #ifndef KLAUNCH_TILE_CUH
 #define KLAUNCH_TILE_CUH
@@ -63,9 +79,73 @@
 #endif
 
 /* ---- kernels (launch-only parameters are not kernel arguments; bool arrives as uint32_t 0/1) ---- */
+#if !defined(KL_SIGNATURE_CHECKS_AT_END) && !defined(KL_NO_SIGNATURE_CHECKS)
 extern "C" __global__ void tile_attn_v2(const __half *q, __half *out, uint32_t seq_len, uint32_t head_dim,
     uint32_t heads);
 extern "C" __global__ void tile_fill(uint8_t *out, uint32_t n);
+#endif
+
+/* ---- signature checks: kl__signature_<entry><decltype(<entry>)> ---- */
+#ifndef KL__SIGNATURE_TRAITS_1
+#define KL__SIGNATURE_TRAITS_1
+/* Shared by every family's header, hence the guard. kl__fn<F>::arg<I> is
+ * parameter I of function type F, or `present == 0` past the last one, so
+ * one mismatch gives one message, not a cascade. */
+template <unsigned kl__I, class... kl__A> struct kl__arg_at {
+    typedef void type;
+    enum { present = 0 };
+};
+template <class kl__H, class... kl__T> struct kl__arg_at<0, kl__H, kl__T...> {
+    typedef kl__H type;
+    enum { present = 1 };
+};
+template <unsigned kl__I, class kl__H, class... kl__T>
+struct kl__arg_at<kl__I, kl__H, kl__T...> : kl__arg_at<kl__I - 1, kl__T...> {};
+template <class kl__X, class kl__Y> struct kl__same { enum { value = 0 }; };
+template <class kl__X> struct kl__same<kl__X, kl__X> { enum { value = 1 }; };
+template <class kl__F> struct kl__fn {
+    enum { is_kernel = 0, arity = 0 };
+    template <unsigned kl__I> struct arg : kl__arg_at<kl__I> {};
+};
+template <class... kl__A> struct kl__fn<void(kl__A...)> {
+    enum { is_kernel = 1, arity = sizeof...(kl__A) };
+    template <unsigned kl__I> struct arg : kl__arg_at<kl__I, kl__A...> {};
+};
+template <class... kl__A> struct kl__fn<void(kl__A...) noexcept> : kl__fn<void(kl__A...)> {};
+/* Parameter I of F is T, or F has no parameter I (reported on its own). */
+template <class kl__F, unsigned kl__I, class kl__T> struct kl__param_is {
+    typedef typename kl__fn<kl__F>::template arg<kl__I> kl__arg;
+    enum { value = !kl__arg::present || kl__same<typename kl__arg::type, kl__T>::value };
+};
+/* After the definition of kernel `entry` (with KL_SIGNATURE_CHECKS_AT_END). */
+#define KL_CHECK_KERNEL(entry) \
+    static_assert(kl__signature_##entry<decltype(entry)>::ok, "klaunch: kernel " #entry " is checked here")
+#endif /* KL__SIGNATURE_TRAITS_1 */
+
+template <class kl__F> struct kl__signature_tile_attn_v2 {
+    static_assert(kl__fn<kl__F>::is_kernel, "klaunch: tile_attn_v2 is not a kernel (a function returning void) [tile.yaml:22:5]");
+    static_assert(kl__fn<kl__F>::arity >= 1, "klaunch: kernel tile_attn_v2 lacks parameter 1 (q: const __half *, spec type const f16*) [tile.yaml:25:9]");
+    static_assert(kl__param_is<kl__F, 0, const __half *>::value, "klaunch: kernel tile_attn_v2, parameter 1 (q): the definition's type is not const __half * (spec type const f16*) [tile.yaml:25:9]");
+    static_assert(kl__fn<kl__F>::arity >= 2, "klaunch: kernel tile_attn_v2 lacks parameter 2 (out: __half *, spec type f16*) [tile.yaml:26:9]");
+    static_assert(kl__param_is<kl__F, 1, __half *>::value, "klaunch: kernel tile_attn_v2, parameter 2 (out): the definition's type is not __half * (spec type f16*) [tile.yaml:26:9]");
+    static_assert(kl__fn<kl__F>::arity >= 3, "klaunch: kernel tile_attn_v2 lacks parameter 3 (seq_len: uint32_t, spec type u32) [tile.yaml:27:9]");
+    static_assert(kl__param_is<kl__F, 2, uint32_t>::value, "klaunch: kernel tile_attn_v2, parameter 3 (seq_len): the definition's type is not uint32_t (spec type u32) [tile.yaml:27:9]");
+    static_assert(kl__fn<kl__F>::arity >= 4, "klaunch: kernel tile_attn_v2 lacks parameter 4 (head_dim: uint32_t, spec type u32) [tile.yaml:28:9]");
+    static_assert(kl__param_is<kl__F, 3, uint32_t>::value, "klaunch: kernel tile_attn_v2, parameter 4 (head_dim): the definition's type is not uint32_t (spec type u32) [tile.yaml:28:9]");
+    static_assert(kl__fn<kl__F>::arity >= 5, "klaunch: kernel tile_attn_v2 lacks parameter 5 (heads: uint32_t, spec type u32) [tile.yaml:29:9]");
+    static_assert(kl__param_is<kl__F, 4, uint32_t>::value, "klaunch: kernel tile_attn_v2, parameter 5 (heads): the definition's type is not uint32_t (spec type u32) [tile.yaml:29:9]");
+    static_assert(kl__fn<kl__F>::arity <= 5, "klaunch: kernel tile_attn_v2 has more parameters than the 5 of its spec [tile.yaml:22:5]");
+    static constexpr bool ok = true;
+};
+template <class kl__F> struct kl__signature_tile_fill {
+    static_assert(kl__fn<kl__F>::is_kernel, "klaunch: tile_fill is not a kernel (a function returning void) [tile.yaml:40:5]");
+    static_assert(kl__fn<kl__F>::arity >= 1, "klaunch: kernel tile_fill lacks parameter 1 (out: uint8_t *, spec type u8*) [tile.yaml:42:9]");
+    static_assert(kl__param_is<kl__F, 0, uint8_t *>::value, "klaunch: kernel tile_fill, parameter 1 (out): the definition's type is not uint8_t * (spec type u8*) [tile.yaml:42:9]");
+    static_assert(kl__fn<kl__F>::arity >= 2, "klaunch: kernel tile_fill lacks parameter 2 (n: uint32_t, spec type u32) [tile.yaml:43:9]");
+    static_assert(kl__param_is<kl__F, 1, uint32_t>::value, "klaunch: kernel tile_fill, parameter 2 (n): the definition's type is not uint32_t (spec type u32) [tile.yaml:43:9]");
+    static_assert(kl__fn<kl__F>::arity <= 2, "klaunch: kernel tile_fill has more parameters than the 2 of its spec [tile.yaml:40:5]");
+    static constexpr bool ok = true;
+};
 
 /* ---- module metadata: read by kl_module_load() through KL_MODULE_INFO_SYMBOL ---- */
 extern "C" __device__ const char kl__module_info[] =
@@ -77,3 +157,10 @@ extern "C" __device__ const char kl__module_info[] =
     KL__TILE_CONST_LINES;
 
 #endif /* KLAUNCH_TILE_CUH */
+
+/* ---- the checks themselves: after every kernel definition (see SIGNATURE CHECKS) ---- */
+#if defined(KL_CHECK_SIGNATURES) && !defined(KL_NO_SIGNATURE_CHECKS) && !defined(KL__TILE_SIGNATURES_CHECKED)
+#define KL__TILE_SIGNATURES_CHECKED 1
+static_assert(kl__signature_tile_attn_v2<decltype(tile_attn_v2)>::ok, "klaunch: kernel tile_attn_v2 [tile.yaml:22:5]; if it is undefined here, no kernel source of the family defines it");
+static_assert(kl__signature_tile_fill<decltype(tile_fill)>::ok, "klaunch: kernel tile_fill [tile.yaml:40:5]; if it is undefined here, no kernel source of the family defines it");
+#endif
