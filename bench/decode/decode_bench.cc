@@ -1,0 +1,501 @@
+// decode_bench: paged decode attention against the GPU's copy bandwidth.
+//
+//   decode_bench [--json FILE] [--runs N]
+//
+// All kernel times are CUDA events around each run (cuEventRecord on the
+// legacy stream before and after), runs queued back to back, the median of
+// N (default 40) after 5 warm-up runs. Every run reads the next of several
+// KV cache sets (at least 3, at least 600 MB read in a rotation), so no run
+// finds its cache in the 50-60 MB L2. KV bytes count what a kernel must
+// read: K and V of each sequence's attended positions (clipped to the
+// sliding window), once per KV head; block tables, q and outputs are not
+// counted. Caches hold random bf16 in [-1, 1) or fp8 codes of magnitude
+// 1/8 to 2 (no NaN); block tables are shuffled.
+//
+// Measured (head dim 128, block size 16, 32 query / 8 KV heads, variant
+// gqa4_d128):
+//   copy          cuMemcpyDtoD of 512 MiB; bytes = read + write
+//   gqa_bf16      32 sequences x 4096 (256 MiB of KV): the seed grid
+//                 (paged_decode_attn_bf16_gqa), split-KV at 1, 2, 4, 8, 16
+//                 splits (partial + combine), and "dispatch": what a caller
+//                 following klaunch/paged_decode_split.h runs (the rule's
+//                 count; 1 means the seed launcher). Target: dispatch
+//                 >= 0.85 of the copy bandwidth.
+//   gqa_fp8       the same shape over fp8: tokens/s against bf16 (target
+//                 >= 1.6x), dispatch against dispatch.
+//   long_seq      1 sequence x 32768 (bf16): split-KV at the rule's count
+//                 (target >= 0.7 of copy) and other counts; the seed grid
+//                 (8 blocks) for the record.
+//   window        sliding window 4096 over 32 sequences of 8192, 16384 and
+//                 32768 positions (bf16, dispatch): the time should not
+//                 depend on the total length (max / min reported).
+// Correctness guard: the split path's output is compared with the seed
+// kernel's on the same inputs (relative difference < 1e-2), else exit 1.
+// Prints a table and, with --json, writes the numbers to FILE. Exit 1 on
+// any failure (no GPU, a refused launch, a mismatch).
+#define KLAUNCH_IMPLEMENTATION
+#include "klaunch/cuda_backend.h"
+#include "klaunch/paged_decode.h"
+#include "klaunch/paged_decode_split.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/paged_decode_fatbins.h"
+
+namespace {
+
+// ---- the driver ------------------------------------------------------------------
+
+kl_cuda_backend g_cuda;
+
+typedef int (*EventCreateFn)(void **event, unsigned flags);
+typedef int (*EventRecordFn)(void *event, kl_stream stream);
+typedef int (*EventSyncFn)(void *event);
+typedef int (*EventElapsedFn)(float *ms, void *start, void *end);
+typedef int (*EventDestroyFn)(void *event);
+typedef int (*MemcpyDtoDFn)(unsigned long long dst, unsigned long long src, size_t bytes);
+
+struct Driver {
+    EventCreateFn event_create;
+    EventRecordFn event_record;
+    EventSyncFn event_sync;
+    EventElapsedFn event_elapsed;
+    EventDestroyFn event_destroy;
+    MemcpyDtoDFn memcpy_dtod;
+} g_drv;
+
+[[noreturn]] void die(const std::string &what) {
+    std::fprintf(stderr, "decode_bench: %s\n", what.c_str());
+    std::exit(1);
+}
+
+void ok(kl_status st, const std::string &what) {
+    if (st != KL_SUCCESS) die(what + ": " + kl_last_error_message());
+}
+
+void cu(int r, const char *what) {
+    if (r != 0) die(std::string(what) + " failed with CUresult " + std::to_string(r));
+}
+
+template <class F>
+F symbol(const char *name, const char *fallback = nullptr) {
+    void *p = kl_cuda_backend_symbol(&g_cuda, name);
+    if (p == nullptr && fallback != nullptr) p = kl_cuda_backend_symbol(&g_cuda, fallback);
+    if (p == nullptr) die(std::string("the driver lacks ") + name);
+    F f;
+    std::memcpy(&f, &p, sizeof f);
+    return f;
+}
+
+void init_driver() {
+    ok(kl_cuda_backend_init(&g_cuda, 0), "kl_cuda_backend_init");
+    g_drv.event_create = symbol<EventCreateFn>("cuEventCreate");
+    g_drv.event_record = symbol<EventRecordFn>("cuEventRecord");
+    g_drv.event_sync = symbol<EventSyncFn>("cuEventSynchronize");
+    g_drv.event_elapsed = symbol<EventElapsedFn>("cuEventElapsedTime_v2", "cuEventElapsedTime");
+    g_drv.event_destroy = symbol<EventDestroyFn>("cuEventDestroy_v2", "cuEventDestroy");
+    g_drv.memcpy_dtod = symbol<MemcpyDtoDFn>("cuMemcpyDtoD_v2");
+}
+
+uint32_t sm_count() {
+    int v = 0;
+    cu(g_cuda.api.device_get_attribute(&v, 16 /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */, g_cuda.device),
+       "cuDeviceGetAttribute");
+    return static_cast<uint32_t>(v);
+}
+
+// Device memory, freed on destruction.
+struct Buf {
+    void *p = nullptr;
+    size_t bytes = 0;
+    Buf() = default;
+    explicit Buf(size_t n) : bytes(n) { ok(kl_cuda_malloc(&g_cuda, &p, n), "cuMemAlloc of " + std::to_string(n)); }
+    ~Buf() {
+        if (p) kl_cuda_free(&g_cuda, p);
+    }
+    Buf(const Buf &) = delete;
+    Buf &operator=(const Buf &) = delete;
+    Buf(Buf &&o) noexcept : p(o.p), bytes(o.bytes) { o.p = nullptr; }
+    Buf &operator=(Buf &&o) noexcept {
+        if (this != &o) {
+            if (p) kl_cuda_free(&g_cuda, p);
+            p = o.p;
+            bytes = o.bytes;
+            o.p = nullptr;
+        }
+        return *this;
+    }
+    template <class T>
+    T *as() const {
+        return static_cast<T *>(p);
+    }
+    unsigned long long addr() const { return reinterpret_cast<uintptr_t>(p); }
+};
+
+// ---- timing ------------------------------------------------------------------------
+
+int g_runs = 40;
+constexpr int kWarmup = 5;
+
+// Median microseconds of launch(run index), each run between two events.
+double median_us(const std::function<void(int)> &launch) {
+    std::vector<void *> start(g_runs), stop(g_runs);
+    for (int i = 0; i < g_runs; i++) {
+        cu(g_drv.event_create(&start[i], 0), "cuEventCreate");
+        cu(g_drv.event_create(&stop[i], 0), "cuEventCreate");
+    }
+    for (int i = 0; i < kWarmup; i++) launch(i);
+    for (int i = 0; i < g_runs; i++) {
+        cu(g_drv.event_record(start[i], nullptr), "cuEventRecord");
+        launch(kWarmup + i);
+        cu(g_drv.event_record(stop[i], nullptr), "cuEventRecord");
+    }
+    cu(g_drv.event_sync(stop[g_runs - 1]), "cuEventSynchronize");
+    ok(kl_cuda_synchronize(&g_cuda), "a benchmarked launch");
+    std::vector<double> us(g_runs);
+    for (int i = 0; i < g_runs; i++) {
+        float ms = 0.0f;
+        cu(g_drv.event_elapsed(&ms, start[i], stop[i]), "cuEventElapsedTime");
+        us[i] = 1000.0 * ms;
+        g_drv.event_destroy(start[i]);
+        g_drv.event_destroy(stop[i]);
+    }
+    std::sort(us.begin(), us.end());
+    return g_runs % 2 ? us[g_runs / 2] : 0.5 * (us[g_runs / 2 - 1] + us[g_runs / 2]);
+}
+
+// ---- data ---------------------------------------------------------------------------
+
+// Fills dst with copies of a random pattern: bf16 in [-1, 1) or fp8 codes
+// of magnitude 1/8 to 2 (sign, exponent 4..8, any mantissa: never NaN).
+void fill_random(const Buf &dst, bool fp8, uint32_t seed) {
+    static std::map<bool, Buf> pattern;
+    const size_t chunk = 32u << 20;
+    if (pattern.find(fp8) == pattern.end()) {
+        std::mt19937 gen(fp8 ? 7u : 3u);
+        std::vector<unsigned char> host(chunk);
+        if (fp8) {
+            for (auto &b : host) {
+                const uint32_t r = gen();
+                b = static_cast<unsigned char>(((r & 1u) << 7) | ((4u + (r >> 1) % 5u) << 3) | ((r >> 8) & 7u));
+            }
+        } else {
+            std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+            for (size_t i = 0; i < chunk; i += 2) {
+                const float f = u(gen);
+                uint32_t bits;
+                std::memcpy(&bits, &f, 4);
+                bits += 0x7fffu + ((bits >> 16) & 1u);  // round to nearest even
+                host[i] = static_cast<unsigned char>(bits >> 16);
+                host[i + 1] = static_cast<unsigned char>(bits >> 24);
+            }
+        }
+        Buf b(chunk);
+        ok(kl_cuda_memcpy_htod(&g_cuda, b.p, host.data(), chunk), "upload of a pattern");
+        pattern.emplace(fp8, std::move(b));
+    }
+    const Buf &pat = pattern.at(fp8);
+    // Start each buffer at another offset of the pattern (seed), so sets differ.
+    size_t off = (seed * 4099u * 2u) % (chunk / 2), done = 0;
+    while (done < dst.bytes) {
+        const size_t n = std::min(dst.bytes - done, chunk - off);
+        cu(g_drv.memcpy_dtod(dst.addr() + done, pat.addr() + off, n), "cuMemcpyDtoD (fill)");
+        done += n;
+        off = 0;
+    }
+}
+
+struct Shape {
+    uint32_t num_seqs, seq_len, window;  // window 0: the whole sequence
+    bool fp8;
+};
+
+constexpr uint32_t kNq = 32, kNkv = 8, kHd = 128, kBs = 16;
+constexpr float kInvSqrtD = 0.08838834764831845f;
+
+// One cache set: K, V, a shuffled block table; q and seq_lens are shared.
+struct CacheSet {
+    Buf k, v, tables;
+};
+
+struct Problem {
+    Shape shape;
+    uint32_t blocks_per_seq = 0;
+    uint64_t block_elems = 0;  // block_size * num_kv_heads * head_dim
+    std::vector<CacheSet> sets;
+    Buf q, lens, out, ws;
+    uint64_t ws_bytes = 0;
+
+    uint64_t kv_bytes_read() const {
+        const uint64_t attended = shape.window ? std::min(shape.window, shape.seq_len) : shape.seq_len;
+        return uint64_t{shape.num_seqs} * attended * kNkv * kHd * (shape.fp8 ? 1 : 2) * 2;
+    }
+    uint64_t tokens() const { return uint64_t{shape.num_seqs} * shape.seq_len; }
+};
+
+Problem make_problem(const Shape &s, uint32_t max_splits) {
+    Problem p;
+    p.shape = s;
+    p.blocks_per_seq = (s.seq_len + kBs - 1) / kBs;
+    p.block_elems = uint64_t{kBs} * kNkv * kHd;
+    const uint64_t nblocks = uint64_t{s.num_seqs} * p.blocks_per_seq;
+    const uint64_t cache_bytes = nblocks * p.block_elems * (s.fp8 ? 1 : 2);
+    // Rotation: >= 3 sets and >= 600 MB read per round.
+    size_t nsets = 3;
+    while (nsets * p.kv_bytes_read() < 600ull * 1000 * 1000) nsets++;
+    std::mt19937 gen(11);
+    for (size_t i = 0; i < nsets; i++) {
+        CacheSet cs{Buf(cache_bytes), Buf(cache_bytes), Buf(nblocks * 4)};
+        fill_random(cs.k, s.fp8, static_cast<uint32_t>(2 * i));
+        fill_random(cs.v, s.fp8, static_cast<uint32_t>(2 * i + 1));
+        std::vector<int32_t> t(nblocks);
+        std::iota(t.begin(), t.end(), 0);
+        std::shuffle(t.begin(), t.end(), gen);
+        ok(kl_cuda_memcpy_htod(&g_cuda, cs.tables.p, t.data(), t.size() * 4), "upload of a block table");
+        p.sets.push_back(std::move(cs));
+    }
+    p.q = Buf(size_t{s.num_seqs} * kNq * kHd * 2);
+    fill_random(p.q, false, 99);
+    std::vector<int32_t> lens(s.num_seqs, static_cast<int32_t>(s.seq_len));
+    p.lens = Buf(lens.size() * 4);
+    ok(kl_cuda_memcpy_htod(&g_cuda, p.lens.p, lens.data(), lens.size() * 4), "upload of seq_lens");
+    p.out = Buf(size_t{s.num_seqs} * kNq * kHd * 2);
+    p.ws_bytes = kl_paged_decode_split_workspace_bytes(s.num_seqs, kNq, kHd, max_splits);
+    p.ws = Buf(p.ws_bytes);
+    ok(kl_cuda_synchronize(&g_cuda), "filling the caches");
+    return p;
+}
+
+// ---- kernels --------------------------------------------------------------------------
+
+struct Kernels {
+    kl_kernel attn_bf16, attn_fp8, split_bf16, split_fp8, combine;
+} g_k;
+
+void launch_seed(const Problem &p, int run) {
+    const CacheSet &c = p.sets[run % p.sets.size()];
+    const Shape &s = p.shape;
+    if (!s.fp8)
+        ok(kl_paged_decode_attn_bf16_gqa(&g_k.attn_bf16, p.q.as<kl_bf16>(), c.k.as<kl_bf16>(), c.v.as<kl_bf16>(),
+                                         p.out.as<kl_bf16>(), c.tables.as<int32_t>(), p.lens.as<int32_t>(),
+                                         p.blocks_per_seq, s.num_seqs, kNq, kNkv, kHd, kBs, kInvSqrtD, kNq * kHd,
+                                         s.window, nullptr),
+           "kl_paged_decode_attn_bf16_gqa");
+    else
+        ok(kl_paged_decode_attn_fp8_gqa(&g_k.attn_fp8, p.q.as<kl_bf16>(), c.k.as<kl_fp8_e4m3>(),
+                                        c.v.as<kl_fp8_e4m3>(), p.out.as<kl_bf16>(), c.tables.as<int32_t>(),
+                                        p.lens.as<int32_t>(), p.blocks_per_seq, s.num_seqs, kNq, kNkv, kHd, kBs,
+                                        kInvSqrtD, 0.05f, 0.05f, kNq * kHd, p.block_elems, s.window, nullptr),
+           "kl_paged_decode_attn_fp8_gqa");
+}
+
+void launch_split(const Problem &p, int run, uint32_t splits) {
+    const CacheSet &c = p.sets[run % p.sets.size()];
+    const Shape &s = p.shape;
+    if (!s.fp8)
+        ok(kl_paged_decode_split_bf16_gqa(&g_k.split_bf16, p.q.as<kl_bf16>(), c.k.as<kl_bf16>(), c.v.as<kl_bf16>(),
+                                          p.ws.as<float>(), c.tables.as<int32_t>(), p.lens.as<int32_t>(),
+                                          p.blocks_per_seq, s.num_seqs, kNq, kNkv, kHd, kBs, kInvSqrtD, kNq * kHd,
+                                          s.window, splits, p.ws_bytes, nullptr),
+           "kl_paged_decode_split_bf16_gqa");
+    else
+        ok(kl_paged_decode_split_fp8_gqa(&g_k.split_fp8, p.q.as<kl_bf16>(), c.k.as<kl_fp8_e4m3>(),
+                                         c.v.as<kl_fp8_e4m3>(), p.ws.as<float>(), c.tables.as<int32_t>(),
+                                         p.lens.as<int32_t>(), p.blocks_per_seq, s.num_seqs, kNq, kNkv, kHd, kBs,
+                                         kInvSqrtD, 0.05f, 0.05f, kNq * kHd, p.block_elems, s.window, splits,
+                                         p.ws_bytes, nullptr),
+           "kl_paged_decode_split_fp8_gqa");
+    ok(kl_paged_decode_split_combine(&g_k.combine, p.ws.as<float>(), p.out.as<kl_bf16>(), s.num_seqs, kNq, kHd,
+                                     splits, p.ws_bytes, nullptr),
+       "kl_paged_decode_split_combine");
+}
+
+uint32_t rule(const Problem &p) {
+    return kl_paged_decode_num_splits(p.shape.num_seqs, kNkv, p.shape.seq_len, p.shape.window, kBs, sm_count());
+}
+
+// What a caller following the header runs: the seed launcher at one split.
+void launch_dispatch(const Problem &p, int run) {
+    const uint32_t s = rule(p);
+    if (s == 1)
+        launch_seed(p, run);
+    else
+        launch_split(p, run, s);
+}
+
+std::vector<float> download_out(const Problem &p) {
+    const size_t n = size_t{p.shape.num_seqs} * kNq * kHd;
+    std::vector<uint16_t> bits(n);
+    ok(kl_cuda_memcpy_dtoh(&g_cuda, bits.data(), p.out.p, n * 2), "download of the output");
+    std::vector<float> f(n);
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t u = uint32_t{bits[i]} << 16;
+        std::memcpy(&f[i], &u, 4);
+    }
+    return f;
+}
+
+// The split path at `splits` gives the seed kernel's output (set 0).
+void check_split_matches_seed(const Problem &p, uint32_t splits, const char *name) {
+    launch_seed(p, 0);
+    const std::vector<float> a = download_out(p);
+    launch_split(p, 0, splits);
+    const std::vector<float> b = download_out(p);
+    double d2 = 0, r2 = 0;
+    size_t nonfinite = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        if (!std::isfinite(a[i]) || !std::isfinite(b[i])) nonfinite++;
+        d2 += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+        r2 += double(a[i]) * a[i];
+    }
+    const double rel = r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
+    std::printf("  check %s: split-KV at %u splits vs the seed kernel: ||diff|| / ||seed|| = %.2e, %zu non-finite\n",
+                name, splits, rel, nonfinite);
+    if (nonfinite != 0 || !(rel < 1e-2) || r2 == 0) die(std::string("split-KV output differs from the seed kernel's (") + name + ")");
+}
+
+// ---- report --------------------------------------------------------------------------
+
+std::ostringstream g_json;
+bool g_json_first = true;
+
+void json_num(const std::string &key, double v) {
+    g_json << (g_json_first ? "" : ",\n") << "  \"" << key << "\": " << v;
+    g_json_first = false;
+}
+void json_str(const std::string &key, const std::string &v) {
+    g_json << (g_json_first ? "" : ",\n") << "  \"" << key << "\": \"" << v << "\"";
+    g_json_first = false;
+}
+
+double gbps(uint64_t bytes, double us) { return bytes / (us * 1e3); }
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    const char *json_path = nullptr;
+    for (int i = 1; i < argc; i++) {
+        if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc)
+            json_path = argv[++i];
+        else if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc)
+            g_runs = std::max(3, std::atoi(argv[++i]));
+        else
+            die(std::string("unknown argument ") + argv[i] + " (decode_bench [--json FILE] [--runs N])");
+    }
+    init_driver();
+    char name[256] = "?";
+    kl_cuda_device_name(&g_cuda, name, sizeof name);
+    const uint32_t sms = sm_count();
+    std::printf("decode_bench on %s (%u SMs), median of %d runs after %d warm-up, KV sets rotated\n", name, sms,
+                g_runs, kWarmup);
+    json_str("device", name);
+    json_num("sm_count", sms);
+    json_num("runs", g_runs);
+
+    kl_module mod;
+    ok(kl_module_load(&g_cuda.base, kl_fatbin_paged_decode_gqa4_d128, kl_fatbin_paged_decode_gqa4_d128_size, &mod),
+       "loading the gqa4_d128 fatbin");
+    ok(kl_paged_decode_attn_bf16_gqa_get(&g_k.attn_bf16, &mod), "kl_paged_decode_attn_bf16_gqa_get");
+    ok(kl_paged_decode_attn_fp8_gqa_get(&g_k.attn_fp8, &mod), "kl_paged_decode_attn_fp8_gqa_get");
+    ok(kl_paged_decode_split_bf16_gqa_get(&g_k.split_bf16, &mod), "kl_paged_decode_split_bf16_gqa_get");
+    ok(kl_paged_decode_split_fp8_gqa_get(&g_k.split_fp8, &mod), "kl_paged_decode_split_fp8_gqa_get");
+    ok(kl_paged_decode_split_combine_get(&g_k.combine, &mod), "kl_paged_decode_split_combine_get");
+    if (!kl_paged_decode_gqa_applies(&g_k.attn_bf16, kNq, kNkv, kHd)) die("the gqa4_d128 kernels do not fit 32/8 heads");
+
+    // ---- copy bandwidth
+    double copy_gbps;
+    {
+        const size_t bytes = 512u << 20;
+        Buf src(bytes), dst(bytes);
+        fill_random(src, false, 1);
+        const double us = median_us([&](int) { cu(g_drv.memcpy_dtod(dst.addr(), src.addr(), bytes), "cuMemcpyDtoD"); });
+        copy_gbps = gbps(2 * uint64_t{bytes}, us);
+        std::printf("copy      cuMemcpyDtoD 512 MiB: %8.1f us  %7.1f GB/s (read + write)\n", us, copy_gbps);
+        json_num("copy_gbps", copy_gbps);
+    }
+
+    const std::vector<uint32_t> sweep = {1, 2, 4, 8, 16};
+    auto bench_shape = [&](const char *key, const Shape &s, const std::vector<uint32_t> &splits_list,
+                           double *dispatch_us_out) {
+        uint32_t max_splits = 1;
+        for (uint32_t x : splits_list) max_splits = std::max(max_splits, x);
+        Problem p = make_problem(s, std::max(max_splits, KL_PAGED_DECODE_MAX_SPLITS));
+        const uint32_t r = rule(p);
+        std::printf("%-9s %u seqs x %u%s, %s, %.0f MiB of KV read, %zu sets; rule: %u split(s)\n", key, s.num_seqs,
+                    s.seq_len, s.window ? (" (window " + std::to_string(s.window) + ")").c_str() : "",
+                    s.fp8 ? "fp8" : "bf16", p.kv_bytes_read() / 1048576.0, p.sets.size(), r);
+        check_split_matches_seed(p, r > 1 ? r : 2, key);
+        const std::string k(key);
+        const double seed_us = median_us([&](int run) { launch_seed(p, run); });
+        std::printf("  seed grid          %8.1f us  %7.1f GB/s  %.3f of copy\n", seed_us,
+                    gbps(p.kv_bytes_read(), seed_us), gbps(p.kv_bytes_read(), seed_us) / copy_gbps);
+        json_num(k + "_seed_us", seed_us);
+        for (uint32_t n : splits_list) {
+            const double us = median_us([&](int run) { launch_split(p, run, n); });
+            std::printf("  split-KV %2u splits %8.1f us  %7.1f GB/s  %.3f of copy%s\n", n, us,
+                        gbps(p.kv_bytes_read(), us), gbps(p.kv_bytes_read(), us) / copy_gbps,
+                        n == r ? "  (the rule's count)" : "");
+            json_num(k + "_split" + std::to_string(n) + "_us", us);
+        }
+        const double dus = median_us([&](int run) { launch_dispatch(p, run); });
+        const double frac = gbps(p.kv_bytes_read(), dus) / copy_gbps;
+        std::printf("  dispatch (%2u)      %8.1f us  %7.1f GB/s  %.3f of copy  %.3g Mtokens/s\n", r, dus,
+                    gbps(p.kv_bytes_read(), dus), frac, p.tokens() / dus);
+        json_num(k + "_rule_splits", r);
+        json_num(k + "_dispatch_us", dus);
+        json_num(k + "_kv_bytes", static_cast<double>(p.kv_bytes_read()));
+        json_num(k + "_dispatch_gbps", gbps(p.kv_bytes_read(), dus));
+        json_num(k + "_dispatch_fraction_of_copy", frac);
+        json_num(k + "_seed_fraction_of_copy", gbps(p.kv_bytes_read(), seed_us) / copy_gbps);
+        if (dispatch_us_out) *dispatch_us_out = dus;
+        return r;
+    };
+
+    double bf16_us = 0, fp8_us = 0;
+    bench_shape("gqa_bf16", Shape{32, 4096, 0, false}, sweep, &bf16_us);
+    bench_shape("gqa_fp8", Shape{32, 4096, 0, true}, sweep, &fp8_us);
+    std::printf("fp8 / bf16 tokens/s (dispatch): %.3f (target >= 1.6)\n", bf16_us / fp8_us);
+    json_num("fp8_over_bf16_tokens_per_s", bf16_us / fp8_us);
+
+    {
+        std::vector<uint32_t> counts = {4, 8, 16, 32, 64};
+        const uint32_t r = kl_paged_decode_num_splits(1, kNkv, 32768, 0, kBs, sms);
+        if (std::find(counts.begin(), counts.end(), r) == counts.end()) counts.push_back(r);
+        double dus = 0;
+        bench_shape("long_seq", Shape{1, 32768, 0, false}, counts, &dus);
+    }
+
+    std::vector<double> window_us;
+    for (uint32_t len : {8192u, 16384u, 32768u}) {
+        double dus = 0;
+        const std::string key = "window4096_len" + std::to_string(len);
+        bench_shape(key.c_str(), Shape{32, len, 4096, false}, {}, &dus);
+        window_us.push_back(dus);
+    }
+    const double wmax = *std::max_element(window_us.begin(), window_us.end());
+    const double wmin = *std::min_element(window_us.begin(), window_us.end());
+    std::printf("sliding window 4096 over 8192 / 16384 / 32768: %.1f / %.1f / %.1f us, max / min %.3f\n",
+                window_us[0], window_us[1], window_us[2], wmax / wmin);
+    json_num("window_max_over_min", wmax / wmin);
+
+    kl_module_unload(&mod);
+    if (json_path != nullptr) {
+        FILE *f = std::fopen(json_path, "w");
+        if (f == nullptr) die(std::string("cannot write ") + json_path);
+        std::fprintf(f, "{\n%s\n}\n", g_json.str().c_str());
+        std::fclose(f);
+    }
+    return 0;
+}

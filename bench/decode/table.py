@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Prints decode_bench's (and torch_sdpa.py's) numbers as one Markdown table:
+each measure, its target and the ratio measure / target (>= 1 meets it;
+for "flat" the ratio is target / measure).
+
+    python3 bench/decode/table.py decode_bench.json [--torch torch_sdpa.json]
+"""
+import argparse
+import json
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bench")
+    ap.add_argument("--torch")
+    args = ap.parse_args()
+    b = json.load(open(args.bench))
+    t = json.load(open(args.torch)) if args.torch else None
+
+    rows = []  # (measure, value, target text, ratio or None)
+
+    def row(name, value, fmt, target=None, higher_is_better=True):
+        if value is None:
+            rows.append((name, "n/a", "" if target is None else fmt.format(target), "n/a"))
+            return
+        if target is None:
+            rows.append((name, fmt.format(value), "(report)", ""))
+            return
+        ratio = value / target if higher_is_better else target / value
+        sign = ">=" if higher_is_better else "<="
+        verdict = "meets" if ratio >= 1.0 else "MISSES"
+        rows.append((name, fmt.format(value), sign + " " + fmt.format(target), "%.3f (%s)" % (ratio, verdict)))
+
+    copy = b["copy_gbps"]
+    row("copy bandwidth, cuMemcpyDtoD (GB/s, read + write)", copy, "{:.0f}")
+    row("GQA bf16 32 x 4096: dispatch (%d split(s)), fraction of copy" % b["gqa_bf16_rule_splits"],
+        b["gqa_bf16_dispatch_fraction_of_copy"], "{:.3f}", 0.85)
+    row("GQA bf16 32 x 4096: seed grid, fraction of copy", b["gqa_bf16_seed_fraction_of_copy"], "{:.3f}")
+    best = min((v, k) for k, v in b.items() if k.startswith("gqa_bf16_split") and k.endswith("_us"))
+    row("GQA bf16 32 x 4096: best split count (%s), fraction of copy" % best[1][len("gqa_bf16_split"):-3],
+        b["gqa_bf16_kv_bytes"] / (best[0] * 1e3) / copy, "{:.3f}")
+    row("GQA fp8 32 x 4096: tokens/s over bf16 (dispatch)", b["fp8_over_bf16_tokens_per_s"], "{:.3f}", 1.6)
+    row("GQA fp8 32 x 4096: dispatch, fraction of copy (fp8 bytes)", b["gqa_fp8_dispatch_fraction_of_copy"], "{:.3f}")
+    row("1 x 32768 split-KV (%d splits), fraction of copy" % b["long_seq_rule_splits"],
+        b["long_seq_dispatch_fraction_of_copy"], "{:.3f}", 0.7)
+    row("1 x 32768 seed grid (8 blocks), fraction of copy", b["long_seq_seed_fraction_of_copy"], "{:.3f}")
+    for n in (8192, 16384, 32768):
+        row("window 4096 over %d: time (us)" % n, b["window4096_len%d_dispatch_us" % n], "{:.1f}")
+    row("window 4096: max / min time over 8192..32768 (flat)", b["window_max_over_min"], "{:.3f}", 1.1,
+        higher_is_better=False)
+    if t is not None:
+        if t.get("ok"):
+            row("torch SDPA (%s) 32 x 4096 bf16: K+V GB/s" % t["best"], t["best_kv_gbps"], "{:.0f}")
+            row("torch SDPA: fraction of torch's own copy bandwidth", t["best_fraction_of_copy"], "{:.3f}")
+            kl = b["gqa_bf16_kv_bytes"] / (b["gqa_bf16_dispatch_us"] * 1e3)
+            row("klaunch dispatch over torch SDPA (K+V bytes/s)", kl / t["best_kv_gbps"], "{:.3f}", 1.0)
+        else:
+            rows.append(("torch SDPA", "n/a", "", t.get("error", "failed")))
+
+    head = ("measure", "value", "target", "ratio to target")
+    width = [max(len(str(r[i])) for r in rows + [head]) for i in range(4)]
+    line = lambda r: "| " + " | ".join(str(c).ljust(w) for c, w in zip(r, width)) + " |"
+    print("device: %s (%s SMs)" % (b.get("device", "?"), b.get("sm_count", "?")))
+    print(line(head))
+    print("|" + "|".join("-" * (w + 2) for w in width) + "|")
+    for r in rows:
+        print(line(r))
+
+
+if __name__ == "__main__":
+    main()
