@@ -10,6 +10,10 @@
 #   .gpu/<package>/<name>.runfiles/  its runfiles, symlinks resolved (the
 #                                    fatbins and data it loads)
 #   .gpu/kernels/*.fatbin            every fatbin, for hand runs
+#   .gpu/cubins/*.cubin              every cubin of every kl_fatbin under kernels/,
+#                                    tests/ and bench/ (each variant, each sm_),
+#                                    and .gpu/dump_cuobjdump.sh, which run.sh
+#                                    runs on them (docs/ARG_ORDER.md)
 #   .gpu/targets.tsv                 label, path, kind (test or binary)
 #   .gpu/run.sh, .gpu/test_summary.py
 # Then, on the GPU machine, from the repository root: bash .gpu/run.sh
@@ -41,8 +45,14 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 mapfile -t kinds < <("$bazelw" query --output=label_kind "set(${targets[*]})" 2>/dev/null)
 
+# Every kl_fatbin's manifest (family, variant, fatbin, targets) names its
+# cubins; they are built with it.
+mapfile -t manifests < <("$bazelw" query --output=label \
+  "attr(output_group, '^manifest\$', kind(filegroup, //kernels/... + $universe))" 2>/dev/null)
+cubin_groups=("${manifests[@]/%_manifest/_cubins}")
+
 # Static: the GPU machine has neither GoogleTest nor Bazel's _solib tree.
-"$bazelw" build --dynamic_mode=off "$@" "${targets[@]}" //kernels:all
+"$bazelw" build --dynamic_mode=off "$@" "${targets[@]}" //kernels:all "${manifests[@]}" "${cubin_groups[@]}"
 
 rm -rf "$stage"
 mkdir -p "$stage/kernels"
@@ -63,9 +73,21 @@ for line in "${kinds[@]}"; do
   printf '%s\t%s\t%s\n' "$label" "$pkg/$name" "$kind" >>"$stage/targets.tsv"
 done
 cp -L bazel-bin/kernels/*.fatbin "$stage/kernels/" 2>/dev/null || true
+mkdir -p "$stage/cubins"
+for label in "${manifests[@]}"; do
+  pkg=${label#//}
+  pkg=${pkg%%:*}
+  name=${label##*:}
+  while IFS=$'\t' read -r _family _variant fatbin archs; do
+    for arch in ${archs//,/ }; do
+      case "$arch" in sm_*) cp -L "bazel-bin/${fatbin%.fatbin}.$arch.cubin" "$stage/cubins/" ;; esac
+    done
+  done <"bazel-bin/$pkg/${name%_manifest}.fatbins.tsv"
+done
+cp tools/nvinfo/dump_cuobjdump.sh "$stage/dump_cuobjdump.sh"
 cp tools/gpu/run.sh "$stage/run.sh"
 cp tools/test_summary.py "$stage/test_summary.py"
 
-echo "staged $(wc -l <"$stage/targets.tsv") binaries in $stage/ ($(du -sh "$stage" | cut -f1)):"
+echo "staged $(wc -l <"$stage/targets.tsv") binaries and $(find "$stage/cubins" -name '*.cubin' | wc -l) cubins in $stage/ ($(du -sh "$stage" | cut -f1)):"
 cut -f1,3 "$stage/targets.tsv" | sed 's/^/  /'
 echo "on the GPU machine, from the repository root: bash $stage/run.sh"
