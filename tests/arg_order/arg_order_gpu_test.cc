@@ -49,7 +49,7 @@ class ArgOrderGpu : public kl_test::GpuTest {
         kl_kernel k;
         EXPECT_EQ(kl_argtest_axpy_get(&k, mod), KL_ERROR_LAYOUT_MISMATCH) << kl_last_error_message();
         EXPECT_EQ(std::string(kl_last_error_message()), message);
-        std::printf("refused as expected: %s\n", kl_last_error_message());
+        std::printf("argtest_axpy: %s\n", kl_last_error_message());
         kl_kernel fill;
         KL_EXPECT_OK(kl_argtest_fill_get(&fill, mod));
     }
