@@ -233,7 +233,7 @@ void check_workspace(const Problem &p, const Case &c, uint32_t splits, const std
     auto fail = [&](const std::string &what) {
         if (n_bad++ < 10) bad << "  " << what << "\n";
     };
-    std::vector<double> got_mean, ref_mean, score;
+    std::vector<double> got_mean, ref_mean, score, mean;
     for (uint32_t s = 0; s < g.num_seqs; s++) {
         const uint32_t len = static_cast<uint32_t>(std::max(p.lens[s], 0));
         const uint32_t wb = paged_decode_ref::window_begin(len, g.sliding_window);
@@ -296,14 +296,14 @@ void check_workspace(const Problem &p, const Case &c, uint32_t splits, const std
                              "), want (0, " + std::to_string(r.size()) + ")");
                 }
                 // acc / l: the split's own softmax-weighted mean of v.
+                mean.assign(D, 0.0);
+                for (uint32_t pos = r.begin; pos < r.end; pos++) {
+                    const int64_t b = p.tables[static_cast<size_t>(s) * g.max_blocks_per_seq + pos / g.block_size];
+                    const double w = std::exp2(score[pos - r.begin] - m_ref) / l_ref;
+                    for (uint32_t d = 0; d < D; d++) mean[d] += w * p.vval(b, pos % g.block_size, kvh, d);
+                }
                 for (uint32_t d = 0; d < D; d++) {
-                    double o = 0.0;
-                    for (uint32_t pos = r.begin; pos < r.end; pos++) {
-                        const int64_t b =
-                            p.tables[static_cast<size_t>(s) * g.max_blocks_per_seq + pos / g.block_size];
-                        o += std::exp2(score[pos - r.begin] - m_ref) * p.vval(b, pos % g.block_size, kvh, d);
-                    }
-                    ref_mean.push_back(o / l_ref);
+                    ref_mean.push_back(mean[d]);
                     got_mean.push_back(static_cast<double>(a[d]) / static_cast<double>(l));
                 }
             }
