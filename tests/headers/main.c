@@ -13,6 +13,7 @@ int main(void) {
         {"cuda_backend.h", kl_headers_use_cuda_backend},
         {"mla_prefill.h", kl_headers_use_mla_prefill},
         {"paged_decode.h", kl_headers_use_paged_decode},
+        {"paged_decode_split.h", kl_headers_use_paged_decode_split},
         {"all headers together", kl_headers_use_all},
     };
     size_t i;
