@@ -28,6 +28,8 @@ rows=()
 while IFS=$'\t' read -r label path kind; do
   [ -n "$label" ] || continue
   case "$label" in *"$filter"*) ;; *) continue ;; esac
+  # KL_GPU_KIND=test runs the tests only (benchmarks have run scripts of their own).
+  [ -z "${KL_GPU_KIND:-}" ] || [ "$kind" = "$KL_GPU_KIND" ] || continue
   dir="$results/${path//\//.}"
   mkdir -p "$dir"
   runfiles="$stage/$path.runfiles"

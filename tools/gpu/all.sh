@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# tools/gpu/all.sh -- every GPU check and benchmark in one run, for a lease
+# of GPU time that allows few runs. On the development machine:
+#
+#   bash tools/gpu/stage.sh && bash examples/external_workspace/stage_gpu.sh
+#
+# then on the GPU machine, from the repository root (device `run` with
+# carry [".gpu"]):
+#
+#   bash tools/gpu/all.sh
+#
+# Order is by what matters most if the time limit cuts the run short: the
+# tests (and the cuobjdump dump the argument-order tests compare with), then
+# each benchmark's run.sh. Everything lands in $OUT/all/ and is bundled as
+# $OUT/results.tgz (the device runner returns few files); $OUT/summary.txt
+# holds each part's closing lines.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+out=${OUT:-.gpu/results-all}
+work=$out/all
+rm -rf "$work"
+mkdir -p "$work"
+summary=$out/summary.txt
+: >"$summary"
+
+part() { # part NAME SECONDS COMMAND...
+  local name=$1 secs=$2
+  shift 2
+  echo "==================== $name" | tee -a "$summary"
+  local start=$(date +%s)
+  OUT=$work timeout "$secs" "$@" >"$work/$name.log" 2>&1
+  local rc=$?
+  tail -n 25 "$work/$name.log" >>"$summary"
+  echo "[$name: exit $rc, $(($(date +%s) - start)) s]" | tee -a "$summary"
+  tail -n 5 "$work/$name.log"
+}
+
+nvidia-smi >"$work/nvidia-smi.txt" 2>&1
+head -n 12 "$work/nvidia-smi.txt" >>"$summary"
+part tests 300 env KL_GPU_KIND=test KL_GPU_TIMEOUT=200 bash .gpu/run.sh
+for b in launch decode mla; do
+  [ -f "bench/$b/run.sh" ] && part "bench_$b" 150 bash "bench/$b/run.sh"
+done
+tar czf "$out/results.tgz" -C "$work" .
+echo "bundled $(du -sh "$out/results.tgz" | cut -f1) in results.tgz"
