@@ -1,0 +1,498 @@
+// mla_bench: the MLA prefill family's kernels on a GPU, against the GPU's own
+// copy bandwidth.
+//
+//   mla_bench [--json FILE] [--runs N] [--quick]
+//
+// Every time is CUDA events (cuEventRecord on the legacy stream) around one
+// launch, runs queued back to back, the median of N (default 30; 5 for the
+// slow seed kernels) after warm-up runs. Inputs are random bf16 in [-1, 1).
+// Runs rotate over several input sets whose bytes together exceed 600 MB, so
+// no run finds its inputs in the 50-60 MB L2 (the data-movement cases move
+// far more than L2 per run anyway).
+//
+// Measured:
+//   copy            cuMemcpyDtoD of 1 GiB; bytes = read + write
+//   attn_mma_576    kl_mla_absorbed_attention_mma, deepseek_v4_flash (D 576,
+//                   kv_lora 512), causal, 128 heads, seq 4096, batch 1
+//   attn_mma_320    the same in mistral_small_4 (D 320, kv_lora 256)
+//   attn_seed_576   the seed kernel kl_mla_prefill_attention_320 (D 576, one
+//                   KV head, V = the cache row) at 16 heads, seq 1024, causal,
+//                   and attn_mma_576_small, the tensor-core kernel at that shape
+//   gemm_mma        kl_grouped_gemm_mma at m 4096, g 128, k_g 128, n_g 512
+//                   (q_nope @ w_uk), gemm_mma_t at k_g 512, n_g 128
+//                   (o_lat @ w_uv^T); gemm_seed: kl_grouped_gemm_mla at the
+//                   first shape
+//   dm_*            the five data-movement launchers at sizes far past L2:
+//                   bytes = what the contract reads + writes, each once
+// Attention FLOPs count causal work as half of dense: heads * S (S+1) / 2 *
+// 2 (D + kv_lora) (the seed's V is D wide: 2 (D + D)). GEMM FLOPs: 2 m g k n.
+//
+// Correctness guards (exit 1 when broken): the tensor-core attention's
+// output equals the seed's first kv_lora columns (relative norm < 1e-2) at
+// the small shape, and the tiled grouped GEMM's C equals the seed's.
+// Prints a table; --json writes the numbers. Exit 1 on any failure.
+#define KLAUNCH_IMPLEMENTATION
+#include "klaunch/cuda_backend.h"
+#include "klaunch/mla_prefill.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/mla_prefill_fatbins.h"
+
+namespace {
+
+// ---- the driver --------------------------------------------------------------------
+
+kl_cuda_backend g_cuda;
+
+typedef int (*EventCreateFn)(void **event, unsigned flags);
+typedef int (*EventRecordFn)(void *event, kl_stream stream);
+typedef int (*EventSyncFn)(void *event);
+typedef int (*EventElapsedFn)(float *ms, void *start, void *end);
+typedef int (*EventDestroyFn)(void *event);
+typedef int (*MemcpyDtoDFn)(unsigned long long dst, unsigned long long src, size_t bytes);
+typedef int (*DeviceGetNameFn)(char *name, int len, int device);
+
+struct Driver {
+    EventCreateFn event_create;
+    EventRecordFn event_record;
+    EventSyncFn event_sync;
+    EventElapsedFn event_elapsed;
+    EventDestroyFn event_destroy;
+    MemcpyDtoDFn memcpy_dtod;
+    DeviceGetNameFn device_name;
+} g_drv;
+
+[[noreturn]] void die(const std::string &what) {
+    std::fprintf(stderr, "mla_bench: %s\n", what.c_str());
+    std::exit(1);
+}
+
+void ok(kl_status st, const std::string &what) {
+    if (st != KL_SUCCESS) die(what + ": " + kl_last_error_message());
+}
+
+void cu(int r, const char *what) {
+    if (r != 0) die(std::string(what) + " failed with CUresult " + std::to_string(r));
+}
+
+template <class F>
+F symbol(const char *name, const char *fallback = nullptr) {
+    void *p = kl_cuda_backend_symbol(&g_cuda, name);
+    if (p == nullptr && fallback != nullptr) p = kl_cuda_backend_symbol(&g_cuda, fallback);
+    if (p == nullptr) die(std::string("the driver lacks ") + name);
+    F f;
+    std::memcpy(&f, &p, sizeof f);
+    return f;
+}
+
+void init_driver() {
+    ok(kl_cuda_backend_init(&g_cuda, 0), "kl_cuda_backend_init");
+    g_drv.event_create = symbol<EventCreateFn>("cuEventCreate");
+    g_drv.event_record = symbol<EventRecordFn>("cuEventRecord");
+    g_drv.event_sync = symbol<EventSyncFn>("cuEventSynchronize");
+    g_drv.event_elapsed = symbol<EventElapsedFn>("cuEventElapsedTime_v2", "cuEventElapsedTime");
+    g_drv.event_destroy = symbol<EventDestroyFn>("cuEventDestroy_v2", "cuEventDestroy");
+    g_drv.memcpy_dtod = symbol<MemcpyDtoDFn>("cuMemcpyDtoD_v2");
+    g_drv.device_name = symbol<DeviceGetNameFn>("cuDeviceGetName");
+}
+
+// Device memory, freed on destruction.
+struct Buf {
+    void *p = nullptr;
+    size_t bytes = 0;
+    Buf() = default;
+    explicit Buf(size_t n) : bytes(n) { ok(kl_cuda_malloc(&g_cuda, &p, n), "cuMemAlloc of " + std::to_string(n)); }
+    ~Buf() {
+        if (p) kl_cuda_free(&g_cuda, p);
+    }
+    Buf(const Buf &) = delete;
+    Buf &operator=(const Buf &) = delete;
+    Buf(Buf &&o) noexcept : p(o.p), bytes(o.bytes) { o.p = nullptr; }
+    Buf &operator=(Buf &&o) noexcept {
+        if (this != &o) {
+            if (p) kl_cuda_free(&g_cuda, p);
+            p = o.p;
+            bytes = o.bytes;
+            o.p = nullptr;
+        }
+        return *this;
+    }
+    kl_bf16 *bf() const { return static_cast<kl_bf16 *>(p); }
+    unsigned long long addr() const { return reinterpret_cast<uintptr_t>(p); }
+};
+
+// Fills dst with random bf16 in [-1, 1): a 32 MiB pattern copied at a
+// seed-dependent offset, so buffers of one rotation differ.
+void fill_random(const Buf &dst, uint32_t seed) {
+    static Buf pattern;
+    const size_t chunk = 32u << 20;
+    if (pattern.p == nullptr) {
+        std::mt19937 gen(5);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        std::vector<uint16_t> host(chunk / 2);
+        for (uint16_t &h : host) {
+            const float f = u(gen);
+            uint32_t bits;
+            std::memcpy(&bits, &f, 4);
+            bits += 0x7fffu + ((bits >> 16) & 1u);
+            h = static_cast<uint16_t>(bits >> 16);
+        }
+        pattern = Buf(chunk);
+        ok(kl_cuda_memcpy_htod(&g_cuda, pattern.p, host.data(), chunk), "upload of the pattern");
+    }
+    size_t off = (size_t{seed} * 8191u * 2u) % (chunk / 2), done = 0;
+    while (done < dst.bytes) {
+        const size_t n = std::min(dst.bytes - done, chunk - off);
+        cu(g_drv.memcpy_dtod(dst.addr() + done, pattern.addr() + off, n), "cuMemcpyDtoD (fill)");
+        done += n;
+        off = 0;
+    }
+}
+
+// How many sets of `bytes` each make a rotation past L2: >= 2, >= 600 MB.
+size_t rotation(size_t bytes) {
+    size_t n = 2;
+    while (n * bytes < 600ull * 1000 * 1000) n++;
+    return n;
+}
+
+// ---- timing ------------------------------------------------------------------------
+
+int g_runs = 30;
+
+// Median microseconds of launch(run), each run between two events.
+double median_us(const std::function<void(int)> &launch, int runs, int warmup) {
+    std::vector<void *> start(runs), stop(runs);
+    for (int i = 0; i < runs; i++) {
+        cu(g_drv.event_create(&start[i], 0), "cuEventCreate");
+        cu(g_drv.event_create(&stop[i], 0), "cuEventCreate");
+    }
+    for (int i = 0; i < warmup; i++) launch(i);
+    for (int i = 0; i < runs; i++) {
+        cu(g_drv.event_record(start[i], nullptr), "cuEventRecord");
+        launch(warmup + i);
+        cu(g_drv.event_record(stop[i], nullptr), "cuEventRecord");
+    }
+    cu(g_drv.event_sync(stop[runs - 1]), "cuEventSynchronize");
+    ok(kl_cuda_synchronize(&g_cuda), "a benchmarked launch");
+    std::vector<double> us(runs);
+    for (int i = 0; i < runs; i++) {
+        float ms = 0.0f;
+        cu(g_drv.event_elapsed(&ms, start[i], stop[i]), "cuEventElapsedTime");
+        us[i] = 1000.0 * ms;
+        g_drv.event_destroy(start[i]);
+        g_drv.event_destroy(stop[i]);
+    }
+    std::sort(us.begin(), us.end());
+    return runs % 2 ? us[runs / 2] : 0.5 * (us[runs / 2 - 1] + us[runs / 2]);
+}
+
+// ---- results -----------------------------------------------------------------------
+
+struct Result {
+    std::string name, what;
+    double us;
+    double flops;  // 0: a bandwidth measure
+    double bytes;  // 0: a compute measure
+};
+std::vector<Result> g_results;
+
+void report(const std::string &name, const std::string &what, double us, double flops, double bytes) {
+    g_results.push_back({name, what, us, flops, bytes});
+    if (flops > 0)
+        std::printf("  %-20s %10.1f us  %8.1f TFLOP/s   %s\n", name.c_str(), us, flops / us * 1e-6, what.c_str());
+    else
+        std::printf("  %-20s %10.1f us  %8.1f GB/s      %s\n", name.c_str(), us, bytes / us * 1e-3, what.c_str());
+    std::fflush(stdout);
+}
+
+// ||a - b|| / ||b|| over bf16 vectors (a's first `cols` of every `a_row`-wide row against b's `cols`-wide rows).
+double rel_diff(const Buf &a, size_t a_row, const Buf &b, size_t cols, size_t rows) {
+    std::vector<uint16_t> ha(rows * a_row), hb(rows * cols);
+    ok(kl_cuda_memcpy_dtoh(&g_cuda, ha.data(), a.p, ha.size() * 2), "download");
+    ok(kl_cuda_memcpy_dtoh(&g_cuda, hb.data(), b.p, hb.size() * 2), "download");
+    auto f = [](uint16_t h) {
+        const uint32_t u = uint32_t{h} << 16;
+        float x;
+        std::memcpy(&x, &u, 4);
+        return static_cast<double>(x);
+    };
+    double d2 = 0, r2 = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++) {
+            const double x = f(ha[r * a_row + c]), y = f(hb[r * cols + c]);
+            if (!std::isfinite(x) || !std::isfinite(y)) return INFINITY;
+            d2 += (x - y) * (x - y);
+            r2 += y * y;
+        }
+    return r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
+}
+
+// ---- the measures ------------------------------------------------------------------
+
+constexpr double kScale = 0.07216878364870322;  // 1/sqrt(192)
+
+struct Modules {
+    kl_module v576, v320;
+} g_mod;
+
+void bench_copy() {
+    const size_t bytes = size_t{1} << 30;
+    Buf a(bytes), b(bytes);
+    fill_random(a, 1);
+    const double us = median_us([&](int) { cu(g_drv.memcpy_dtod(b.addr(), a.addr(), bytes), "cuMemcpyDtoD"); },
+                                g_runs, 3);
+    report("copy", "cuMemcpyDtoD 1 GiB", us, 0, 2.0 * bytes);
+}
+
+double attn_flops(double heads, double s, double d_qk, double d_v) { return heads * s * (s + 1) / 2 * 2 * (d_qk + d_v); }
+
+void bench_attention(const kl_module *mod, uint32_t d, uint32_t heads, uint32_t seq, const std::string &name) {
+    kl_kernel k;
+    ok(kl_mla_absorbed_attention_mma_get(&k, mod), "kl_mla_absorbed_attention_mma_get");
+    const uint32_t dv = d - 64;
+    const size_t q_bytes = size_t{seq} * heads * d * 2, kv_bytes = size_t{seq} * d * 2;
+    const size_t nsets = rotation(q_bytes + kv_bytes);
+    std::vector<Buf> q, kv;
+    for (size_t i = 0; i < nsets; i++) {
+        q.emplace_back(q_bytes);
+        kv.emplace_back(kv_bytes);
+        fill_random(q.back(), static_cast<uint32_t>(2 * i));
+        fill_random(kv.back(), static_cast<uint32_t>(2 * i + 1));
+    }
+    Buf out(size_t{seq} * heads * dv * 2);
+    const double us = median_us(
+        [&](int run) {
+            const size_t s = static_cast<size_t>(run) % nsets;
+            ok(kl_mla_absorbed_attention_mma(&k, q[s].bf(), kv[s].bf(), out.bf(), seq, 1, heads, d, dv,
+                                             static_cast<float>(kScale), true, nullptr),
+               "kl_mla_absorbed_attention_mma");
+        },
+        g_runs, 3);
+    std::ostringstream what;
+    what << "D " << d << ", kv_lora " << dv << ", " << heads << " heads, seq " << seq << ", causal, " << nsets
+         << " input sets";
+    report(name, what.str(), us, attn_flops(heads, seq, d, dv), 0);
+}
+
+// The seed attention and the tensor-core kernel at one small shape; their
+// outputs must agree on the first kv_lora columns.
+void bench_seed_attention(uint32_t heads, uint32_t seq) {
+    const uint32_t d = 576, dv = 512;
+    kl_kernel seed, mma;
+    ok(kl_mla_prefill_attention_320_get(&seed, &g_mod.v576), "kl_mla_prefill_attention_320_get");
+    ok(kl_mla_absorbed_attention_mma_get(&mma, &g_mod.v576), "kl_mla_absorbed_attention_mma_get");
+    const size_t q_bytes = size_t{seq} * heads * d * 2, kv_bytes = size_t{seq} * d * 2;
+    const size_t nsets = rotation(q_bytes + kv_bytes);
+    std::vector<Buf> q, kv;
+    for (size_t i = 0; i < nsets; i++) {
+        q.emplace_back(q_bytes);
+        kv.emplace_back(kv_bytes);
+        fill_random(q.back(), static_cast<uint32_t>(40 + 2 * i));
+        fill_random(kv.back(), static_cast<uint32_t>(41 + 2 * i));
+    }
+    Buf out_seed(size_t{seq} * heads * d * 2), out_mma(size_t{seq} * heads * dv * 2);
+    auto run_seed = [&](int run) {
+        const size_t s = static_cast<size_t>(run) % nsets;
+        ok(kl_mla_prefill_attention_320(&seed, q[s].bf(), kv[s].bf(), kv[s].bf(), out_seed.bf(), seq, 1, heads, 1, d,
+                                        static_cast<float>(kScale), true, nullptr),
+           "kl_mla_prefill_attention_320");
+    };
+    auto run_mma = [&](int run) {
+        const size_t s = static_cast<size_t>(run) % nsets;
+        ok(kl_mla_absorbed_attention_mma(&mma, q[s].bf(), kv[s].bf(), out_mma.bf(), seq, 1, heads, d, dv,
+                                         static_cast<float>(kScale), true, nullptr),
+           "kl_mla_absorbed_attention_mma");
+    };
+    run_seed(0);
+    run_mma(0);
+    ok(kl_cuda_synchronize(&g_cuda), "attention");
+    const double diff = rel_diff(out_seed, d, out_mma, dv, size_t{seq} * heads);
+    std::printf("  check: tensor-core attention vs seed, ||diff|| / ||seed|| = %.2e\n", diff);
+    if (!(diff < 1e-2)) die("the tensor-core attention disagrees with the seed kernel");
+    std::ostringstream what;
+    what << "D 576 (V = the cache row, D wide), " << heads << " heads, seq " << seq << ", causal";
+    report("attn_seed_576", what.str(), median_us(run_seed, 5, 1), attn_flops(heads, seq, d, d), 0);
+    std::ostringstream what2;
+    what2 << "D 576, kv_lora 512, " << heads << " heads, seq " << seq << ", causal (the seed's shape)";
+    report("attn_mma_576_small", what2.str(), median_us(run_mma, g_runs, 3), attn_flops(heads, seq, d, dv), 0);
+}
+
+void bench_gemm(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std::string &name, bool with_seed) {
+    kl_kernel k;
+    ok(kl_grouped_gemm_mma_get(&k, &g_mod.v576), "kl_grouped_gemm_mma_get");
+    const size_t a_bytes = size_t{m} * g * kg * 2, b_bytes = size_t{g} * ng * kg * 2, c_bytes = size_t{m} * g * ng * 2;
+    const size_t nsets = rotation(a_bytes + b_bytes);
+    std::vector<Buf> a, b;
+    for (size_t i = 0; i < nsets; i++) {
+        a.emplace_back(a_bytes);
+        b.emplace_back(b_bytes);
+        fill_random(a.back(), static_cast<uint32_t>(60 + 2 * i));
+        fill_random(b.back(), static_cast<uint32_t>(61 + 2 * i));
+    }
+    Buf c(c_bytes);
+    auto run_mma = [&](int run) {
+        const size_t s = static_cast<size_t>(run) % nsets;
+        ok(kl_grouped_gemm_mma(&k, a[s].bf(), b[s].bf(), c.bf(), m, g, kg, ng, g * kg, g * ng, nullptr),
+           "kl_grouped_gemm_mma");
+    };
+    const double flops = 2.0 * m * g * kg * ng;
+    std::ostringstream what;
+    what << "m " << m << ", g " << g << ", k_g " << kg << ", n_g " << ng << ", " << nsets << " input sets";
+    report(name, what.str(), median_us(run_mma, g_runs, 3), flops, 0);
+    if (!with_seed) return;
+    kl_kernel seed;
+    ok(kl_grouped_gemm_mla_get(&seed, &g_mod.v576), "kl_grouped_gemm_mla_get");
+    Buf c_seed(c_bytes);
+    auto run_seed = [&](int run) {
+        const size_t s = static_cast<size_t>(run) % nsets;
+        ok(kl_grouped_gemm_mla(&seed, a[s].bf(), b[s].bf(), c_seed.bf(), m, g, kg, ng, g * kg, g * ng, nullptr),
+           "kl_grouped_gemm_mla");
+    };
+    run_seed(0);
+    run_mma(0);
+    ok(kl_cuda_synchronize(&g_cuda), "grouped GEMM");
+    const double diff = rel_diff(c, size_t{g} * ng, c_seed, size_t{g} * ng, std::min<size_t>(m, 256));
+    std::printf("  check: tiled grouped GEMM vs seed (first %u rows), ||diff|| / ||seed|| = %.2e\n",
+                std::min(m, 256u), diff);
+    if (!(diff < 1e-2)) die("the tiled grouped GEMM disagrees with the seed kernel");
+    report("gemm_seed", what.str(), median_us(run_seed, 5, 1), flops, 0);
+}
+
+// The five data-movement launchers (deepseek_v4_flash shapes: 128 heads,
+// nope 128, rope 64, kv_lora 512, v_dim 128).
+void bench_data_movement() {
+    const kl_module *mod = &g_mod.v576;
+    const uint32_t nq = 128, nope = 128, rope = 64, hd = 192, kv_lora = 512, v_dim = 128, cache = 576;
+    {
+        kl_kernel ke, kw;
+        ok(kl_mla_q_rope_extract_batched_get(&ke, mod), "get");
+        ok(kl_mla_q_rope_writeback_batched_get(&kw, mod), "get");
+        const uint32_t t = 16384, q_dim = nq * hd;
+        Buf q(size_t{t} * q_dim * 2), r(size_t{t} * nq * rope * 2);
+        fill_random(q, 80);
+        fill_random(r, 81);
+        const double bytes = 2.0 * t * nq * rope * 2;
+        std::ostringstream what;
+        what << t << " tokens x " << nq << " heads x rope " << rope << " (q rows " << q_dim << ")";
+        report("dm_q_rope_extract", what.str(), median_us([&](int) {
+                   ok(kl_mla_q_rope_extract_batched(&ke, q.bf(), r.bf(), t, nq, hd, nope, rope, q_dim, nullptr), "extract");
+               }, g_runs, 3), 0, bytes);
+        report("dm_q_rope_writeback", what.str(), median_us([&](int) {
+                   ok(kl_mla_q_rope_writeback_batched(&kw, r.bf(), q.bf(), t, nq, hd, nope, rope, q_dim, nullptr), "writeback");
+               }, g_runs, 3), 0, bytes);
+    }
+    {
+        kl_kernel k;
+        ok(kl_mla_kv_assemble_batched_get(&k, mod), "get");
+        const uint32_t t = 16384, nkv = 128, stride = nkv * (nope + v_dim);
+        Buf kv(size_t{t} * stride * 2), kr(size_t{t} * rope * 2), ko(size_t{t} * nkv * hd * 2), vo(size_t{t} * nkv * v_dim * 2);
+        fill_random(kv, 82);
+        fill_random(kr, 83);
+        const double bytes = 2.0 * t * (double(nkv) * (nope + v_dim) + rope + double(nkv) * hd + double(nkv) * v_dim);
+        std::ostringstream what;
+        what << t << " tokens x " << nkv << " KV heads (nope 128, v 128, rope 64)";
+        report("dm_kv_assemble", what.str(), median_us([&](int) {
+                   ok(kl_mla_kv_assemble_batched(&k, kv.bf(), kr.bf(), ko.bf(), vo.bf(), t, nkv, nope, v_dim, rope, hd, stride, nullptr),
+                      "kv_assemble");
+               }, g_runs, 3), 0, bytes);
+    }
+    {
+        kl_kernel k;
+        ok(kl_mla_cache_assemble_batched_get(&k, mod), "get");
+        const uint32_t t = 262144;
+        Buf lat(size_t{t} * kv_lora * 2), kr(size_t{t} * rope * 2), kc(size_t{t} * cache * 2), vc(size_t{t} * cache * 2);
+        fill_random(lat, 84);
+        fill_random(kr, 85);
+        const double bytes = 2.0 * t * (double(kv_lora) + rope + 2.0 * cache);
+        std::ostringstream what;
+        what << t << " tokens, kv_lora 512 + rope 64 -> K and V cache rows";
+        report("dm_cache_assemble", what.str(), median_us([&](int) {
+                   ok(kl_mla_cache_assemble_batched(&k, lat.bf(), kr.bf(), kc.bf(), vc.bf(), t, kv_lora, rope, cache, nullptr),
+                      "cache_assemble");
+               }, g_runs, 3), 0, bytes);
+    }
+    {
+        kl_kernel k;
+        ok(kl_mla_q_final_assemble_batched_get(&k, mod), "get");
+        const uint32_t t = 8192;
+        Buf qa(size_t{t} * nq * kv_lora * 2), qr(size_t{t} * nq * rope * 2), qf(size_t{t} * nq * cache * 2);
+        fill_random(qa, 86);
+        fill_random(qr, 87);
+        const double bytes = 2.0 * t * nq * (double(kv_lora) + rope + cache);
+        std::ostringstream what;
+        what << t << " tokens x " << nq << " heads -> [q_absorbed 512 | q_rope 64]";
+        report("dm_q_final_assemble", what.str(), median_us([&](int) {
+                   ok(kl_mla_q_final_assemble_batched(&k, qa.bf(), qr.bf(), qf.bf(), t, nq, kv_lora, rope, cache, nullptr),
+                      "q_final_assemble");
+               }, g_runs, 3), 0, bytes);
+    }
+}
+
+void write_json(const std::string &path, const std::string &device) {
+    FILE *f = std::fopen(path.c_str(), "w");
+    if (f == nullptr) die("cannot write " + path);
+    std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"runs\": %d,\n  \"results\": {\n", device.c_str(), g_runs);
+    for (size_t i = 0; i < g_results.size(); i++) {
+        const Result &r = g_results[i];
+        std::fprintf(f, "    \"%s\": {\"us\": %.3f, \"flops\": %.6e, \"bytes\": %.6e, \"tflops\": %.3f, \"gbps\": %.3f, "
+                        "\"what\": \"%s\"}%s\n",
+                     r.name.c_str(), r.us, r.flops, r.bytes, r.flops > 0 ? r.flops / r.us * 1e-6 : 0.0,
+                     r.bytes > 0 ? r.bytes / r.us * 1e-3 : 0.0, r.what.c_str(), i + 1 < g_results.size() ? "," : "");
+    }
+    std::fprintf(f, "  }\n}\n");
+    std::fclose(f);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    std::string json;
+    bool quick = false;
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        if (a == "--json" && i + 1 < argc)
+            json = argv[++i];
+        else if (a == "--runs" && i + 1 < argc)
+            g_runs = std::max(1, std::atoi(argv[++i]));
+        else if (a == "--quick")
+            quick = true;
+        else
+            die("usage: mla_bench [--json FILE] [--runs N] [--quick]");
+    }
+    init_driver();
+    char name[256] = {0};
+    g_drv.device_name(name, sizeof name - 1, g_cuda.device);
+    std::printf("mla_bench on %s (median of %d runs)\n", name, g_runs);
+    ok(kl_module_load(&g_cuda.base, kl_fatbin_mla_prefill_deepseek_v4_flash,
+                      kl_fatbin_mla_prefill_deepseek_v4_flash_size, &g_mod.v576),
+       "loading the deepseek_v4_flash fatbin");
+    ok(kl_module_load(&g_cuda.base, kl_fatbin_mla_prefill_mistral_small_4, kl_fatbin_mla_prefill_mistral_small_4_size,
+                      &g_mod.v320),
+       "loading the mistral_small_4 fatbin");
+
+    const uint32_t seq = quick ? 1024 : 4096;
+    bench_copy();
+    bench_attention(&g_mod.v576, 576, 128, seq, "attn_mma_576");
+    bench_attention(&g_mod.v320, 320, 128, seq, "attn_mma_320");
+    bench_seed_attention(16, quick ? 512 : 1024);
+    bench_gemm(4096, 128, 128, 512, "gemm_mma", true);
+    bench_gemm(4096, 128, 512, 128, "gemm_mma_t", false);
+    bench_data_movement();
+
+    if (!json.empty()) write_json(json, name);
+    kl_module_unload(&g_mod.v320);
+    kl_module_unload(&g_mod.v576);
+    return 0;
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Prints mla_bench's and torch_baselines.py's numbers as one Markdown table:
+each measure, its target and the ratio (>= 1 meets the target).
+
+    python3 bench/mla/table.py mla_bench.json [--torch torch_baselines.json]
+
+Targets (issue 4): absorbed attention >= 0.65 of the dense bf16 matmul rate
+and >= 20x PyTorch SDPA at the absorbed shape; tiled grouped GEMM >= 0.7 of
+torch.bmm at the same shape; data movement >= 0.8 of the copy bandwidth
+measured in the same run (cuMemcpyDtoD).
+"""
+import argparse
+import json
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bench")
+    ap.add_argument("--torch")
+    args = ap.parse_args()
+    b = json.load(open(args.bench))["results"]
+    t = json.load(open(args.torch)) if args.torch else {}
+
+    def tv(*path):
+        """A number from the torch JSON, or None (missing, or an error there)."""
+        d = t
+        for p in path:
+            if not isinstance(d, dict) or p not in d:
+                return None
+            d = d[p]
+        return d if isinstance(d, (int, float)) else None
+
+    rows = []
+
+    def row(name, value, fmt, target=None, reference=None):
+        """value and, when a target is given, ratio = value / (target * reference or target)."""
+        if value is None:
+            rows.append((name, "n/a", "", "n/a"))
+            return
+        if target is None:
+            rows.append((name, fmt.format(value), "(report)", ""))
+            return
+        if reference is None and isinstance(target, tuple):
+            rows.append((name, fmt.format(value), target[1], "n/a (no reference)"))
+            return
+        goal = target[0] * reference if isinstance(target, tuple) else target
+        ratio = value / goal
+        text = target[1] if isinstance(target, tuple) else ">= " + fmt.format(target)
+        rows.append((name, fmt.format(value), text, "%.3f (%s)" % (ratio, "meets" if ratio >= 1.0 else "MISSES")))
+
+    def r(name, key):
+        return b[name][key] if name in b else None
+
+    matmul = tv("matmul", "tflops")
+    sdpa = tv("sdpa", "tflops")
+    bmm = tv("bmm_absorb", "tflops")
+    bmm_t = tv("bmm_absorb_t", "tflops")
+    copy = r("copy", "gbps")
+
+    row("torch matmul bf16 8192^3 (TFLOP/s)", matmul, "{:.1f}")
+    if "sdpa" in t:
+        row("torch SDPA absorbed, %s backend, H %s (TFLOP/s)" % (t["sdpa"].get("best", "none"),
+            t["sdpa"].get("shape", {}).get("heads", "?")), sdpa, "{:.2f}")
+    row("copy cuMemcpyDtoD (GB/s, read + write)", copy, "{:.0f}")
+    row("torch copy (GB/s, read + write)", tv("copy", "gbps"), "{:.0f}")
+    a576 = r("attn_mma_576", "tflops")
+    row("attention mma D 576, 128 heads, 4096, causal (TFLOP/s) vs matmul", a576, "{:.1f}", (0.65, ">= 0.65 x matmul"), matmul)
+    row("attention mma D 576 vs torch SDPA", a576, "{:.1f}", (20.0, ">= 20 x SDPA"), sdpa)
+    row("attention mma D 320, 128 heads, 4096, causal (TFLOP/s) vs matmul", r("attn_mma_320", "tflops"), "{:.1f}",
+        (0.65, ">= 0.65 x matmul"), matmul)
+    row("attention seed D 576, small shape (TFLOP/s)", r("attn_seed_576", "tflops"), "{:.2f}")
+    row("attention mma D 576 at the seed's shape (TFLOP/s)", r("attn_mma_576_small", "tflops"), "{:.1f}")
+    small, seed = r("attn_mma_576_small", "us"), r("attn_seed_576", "us")
+    if small and seed:
+        row("  seed time / mma time at that shape (the seed's V is 576 wide)", seed / small, "{:.1f}")
+    row("grouped GEMM mma m 4096 g 128 k 128 n 512 (TFLOP/s) vs bmm", r("gemm_mma", "tflops"), "{:.1f}",
+        (0.7, ">= 0.7 x bmm"), bmm)
+    row("grouped GEMM mma m 4096 g 128 k 512 n 128 (TFLOP/s) vs bmm", r("gemm_mma_t", "tflops"), "{:.1f}",
+        (0.7, ">= 0.7 x bmm"), bmm_t)
+    row("grouped GEMM seed m 4096 g 128 k 128 n 512 (TFLOP/s)", r("gemm_seed", "tflops"), "{:.2f}")
+    for name in ("dm_q_rope_extract", "dm_q_rope_writeback", "dm_kv_assemble", "dm_cache_assemble",
+                 "dm_q_final_assemble"):
+        row("%s (GB/s) vs copy" % name[3:], r(name, "gbps"), "{:.0f}", (0.8, ">= 0.8 x copy"), copy)
+
+    head = ("measure", "value", "target", "ratio to target")
+    widths = [max(len(x[i]) for x in rows + [head]) for i in range(4)]
+    line = lambda cells: "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
+    print(line(head))
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for x in rows:
+        print(line(x))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""PyTorch reference points for mla_bench (bench/mla/run.sh runs both):
+
+    python3 bench/mla/torch_baselines.py [--json FILE] [--runs N] [--sdpa-heads H]
+
+  matmul      bf16 8192 x 8192 x 8192 (torch.matmul, cuBLAS): TFLOP/s, the
+              device's practical tensor-core rate
+  bmm         torch.bmm at the grouped GEMM shapes of mla_bench: g 128
+              batches of [4096, 128] @ [128, 512] (bmm_absorb) and
+              [4096, 512] @ [512, 128] (bmm_absorb_t); B is stored [g, n, k]
+              and passed transposed, as grouped_gemm_mma reads it
+  sdpa        F.scaled_dot_product_attention at the absorbed MLA shape:
+              q [1, H, 4096, 576], one latent KV head expanded to H heads
+              (k [1, H, 4096, 576] as an expand() view, v its first 512
+              columns), causal, scale 1/sqrt(192); H = 16 by default (the
+              math backend materialises H x 4096 x 4096 scores). Each SDPA
+              backend that accepts the shape is timed; the best is reported.
+  copy        device-to-device copy of 1 GiB (read + write bytes)
+
+Times: CUDA events around each call, median of N (default 20) after
+warm-up; inputs rotate over enough sets that each call finds a cold L2.
+FLOPs: causal attention counts half of dense, H * S (S + 1) / 2 * 2 *
+(576 + 512); GEMMs 2 m n k per batch. Prints JSON (and writes FILE). Exits
+0 without PyTorch or a GPU, saying so in the JSON.
+"""
+import argparse
+import json
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", help="write the results here too")
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--sdpa-heads", type=int, default=16)
+    args = ap.parse_args()
+
+    result = {"ok": False}
+    try:
+        import torch
+        import torch.nn.functional as F
+    except Exception as e:
+        result["error"] = "PyTorch is not importable: %s" % e
+        return finish(result, args)
+    if not torch.cuda.is_available():
+        result["error"] = "torch.cuda.is_available() is False"
+        return finish(result, args)
+
+    dev = torch.device("cuda")
+    result["torch"] = torch.__version__
+    result["device"] = torch.cuda.get_device_name(0)
+    gen = torch.Generator(device=dev).manual_seed(0)
+
+    def rand(*shape):
+        return (torch.rand(*shape, device=dev, generator=gen) * 2 - 1).to(torch.bfloat16)
+
+    def median_us(fn, runs=args.runs, warmup=3):
+        for i in range(warmup):
+            fn(i)
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
+        stops = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
+        for i in range(runs):
+            starts[i].record()
+            fn(warmup + i)
+            stops[i].record()
+        torch.cuda.synchronize()
+        us = sorted(1000.0 * a.elapsed_time(b) for a, b in zip(starts, stops))
+        mid = len(us) // 2
+        return us[mid] if len(us) % 2 else 0.5 * (us[mid - 1] + us[mid])
+
+    def sets_for(nbytes):
+        n = 2
+        while n * nbytes < 600e6:
+            n += 1
+        return n
+
+    def attempt(name, fn):
+        try:
+            with torch.no_grad():
+                result[name] = fn()
+        except Exception as e:
+            result[name] = {"error": "%s: %s" % (type(e).__name__, e)}
+        torch.cuda.empty_cache()
+
+    # Copy bandwidth, read + write bytes.
+    def copy():
+        src = torch.empty(1 << 30, dtype=torch.uint8, device=dev).random_(0, 256, generator=gen)
+        dst = torch.empty_like(src)
+        us = median_us(lambda i: dst.copy_(src))
+        return {"us": us, "gbps": 2 * src.numel() / (us * 1e3)}
+
+    attempt("copy", copy)
+
+    # Dense matmul: the practical tensor-core rate.
+    def matmul():
+        n = 8192
+        nsets = sets_for(2 * n * n * 2)
+        a = [rand(n, n) for _ in range(nsets)]
+        b = [rand(n, n) for _ in range(nsets)]
+        c = torch.empty(n, n, dtype=torch.bfloat16, device=dev)
+        us = median_us(lambda i: torch.matmul(a[i % nsets], b[i % nsets], out=c))
+        return {"us": us, "tflops": 2.0 * n ** 3 / (us * 1e6), "shape": [n, n, n]}
+
+    attempt("matmul", matmul)
+
+    # Batched GEMMs at the grouped GEMM shapes.
+    def bmm(m, g, k, n):
+        def run():
+            nsets = sets_for((m * k + n * k) * g * 2)
+            a = [rand(g, m, k) for _ in range(nsets)]
+            b = [rand(g, n, k) for _ in range(nsets)]  # [g, n, k], used transposed
+            c = torch.empty(g, m, n, dtype=torch.bfloat16, device=dev)
+            us = median_us(lambda i: torch.bmm(a[i % nsets], b[i % nsets].transpose(1, 2), out=c))
+            return {"us": us, "tflops": 2.0 * m * g * k * n / (us * 1e6), "shape": {"m": m, "g": g, "k": k, "n": n}}
+
+        return run
+
+    attempt("bmm_absorb", bmm(4096, 128, 128, 512))
+    attempt("bmm_absorb_t", bmm(4096, 128, 512, 128))
+
+    # SDPA at the absorbed shape, one latent KV head expanded to H heads.
+    def sdpa():
+        h, s, dqk, dv = args.sdpa_heads, 4096, 576, 512
+        scale = 192 ** -0.5
+        flops = h * s * (s + 1) / 2 * 2 * (dqk + dv)
+        nsets = sets_for((h * s * dqk + s * dqk) * 2)
+        qs = [rand(1, h, s, dqk) for _ in range(nsets)]
+        kvs = [rand(1, 1, s, dqk) for _ in range(nsets)]
+
+        def call(i):
+            kv = kvs[i % nsets]
+            k = kv.expand(1, h, s, dqk)
+            v = kv[..., :dv].expand(1, h, s, dv)
+            return F.scaled_dot_product_attention(qs[i % nsets], k, v, is_causal=True, scale=scale)
+
+        backends = {"default": None}
+        try:
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+
+            backends.update({"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+                             "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH})
+        except Exception:
+            sdpa_kernel = None
+        out = {"shape": {"heads": h, "seq": s, "d_qk": dqk, "d_v": dv, "causal": True}, "backends": {}}
+        for name, be in backends.items():
+            try:
+                if be is None:
+                    us = median_us(call, runs=max(3, args.runs // 4), warmup=1)
+                else:
+                    with sdpa_kernel(be):
+                        us = median_us(call, runs=max(3, args.runs // 4), warmup=1)
+                out["backends"][name] = {"us": us, "tflops": flops / (us * 1e6)}
+            except Exception as e:
+                out["backends"][name] = {"error": "%s: %s" % (type(e).__name__, str(e)[:300])}
+            torch.cuda.empty_cache()
+        timed = {k: v for k, v in out["backends"].items() if "us" in v}
+        if timed:
+            best = min(timed, key=lambda k: timed[k]["us"])
+            out.update({"best": best, "us": timed[best]["us"], "tflops": timed[best]["tflops"]})
+        return out
+
+    attempt("sdpa", sdpa)
+
+    result["ok"] = all("error" not in result.get(k, {"error": 1}) for k in ("copy", "matmul", "bmm_absorb"))
+    return finish(result, args)
+
+
+def finish(result, args):
+    text = json.dumps(result, indent=2, sort_keys=True)
+    print(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
