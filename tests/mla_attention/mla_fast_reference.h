@@ -37,9 +37,12 @@ inline std::vector<double> widen(const std::vector<uint16_t> &v) {
 
 inline std::vector<double> absorbed_attention(const std::vector<uint16_t> &q_bits, const std::vector<uint16_t> &kv_bits,
                                               size_t batch, size_t seq, size_t heads, size_t d, size_t kv_lora,
-                                              double scale, bool causal) {
+                                              double scale, bool causal, std::vector<double> *abs_mass = nullptr) {
     const std::vector<double> q = widen(q_bits), kv = widen(kv_bits);
     std::vector<double> out(batch * seq * heads * kv_lora, 0.0), score(seq);
+    // abs_mass[i] = sum_s p_s |v_s| of element i: the scale of the error that
+    // rounding the weights p_s to bf16 (as a tensor-core P @ V must) can make.
+    if (abs_mass) abs_mass->assign(out.size(), 0.0);
     for (size_t b = 0; b < batch; ++b)
         for (size_t t = 0; t < seq; ++t)
             for (size_t h = 0; h < heads; ++h) {
@@ -63,6 +66,10 @@ inline std::vector<double> absorbed_attention(const std::vector<uint16_t> &q_bit
                     const double p = score[s] / sum;
                     const double *vr = &kv[(b * seq + s) * d];
                     for (size_t x = 0; x < kv_lora; ++x) o[x] += p * vr[x];
+                    if (abs_mass) {
+                        double *m = &(*abs_mass)[((b * seq + t) * heads + h) * kv_lora];
+                        for (size_t x = 0; x < kv_lora; ++x) m[x] += p * std::fabs(vr[x]);
+                    }
                 }
             }
     return out;

@@ -110,8 +110,10 @@ double bf16(uint16_t b) { return kl_test::bf16_to_float(kl_bf16{b}); }
 // outputs near zero carry their neighbours' error), ||out - ref|| / ||ref||
 // < 1e-2, NaN and inf never pass. `where(i)` names element i.
 template <class Where>
+// `extra`, when given, widens element i's tolerance by extra[i] (an error
+// bound of the method, e.g. bf16 attention weights); the norm limit stays.
 ::testing::AssertionResult close_to(const char *what, const std::vector<uint16_t> &out, const std::vector<double> &ref,
-                                    Where where) {
+                                    Where where, const std::vector<double> *extra = nullptr) {
     if (out.size() != ref.size()) return ::testing::AssertionFailure() << what << ": size " << out.size() << " vs " << ref.size();
     double r2 = 0.0;
     for (double r : ref) r2 += r * r;
@@ -121,7 +123,8 @@ template <class Where>
     std::ostringstream first;
     for (size_t i = 0; i < ref.size(); i++) {
         const double o = bf16(out[i]), d = std::fabs(o - ref[i]);
-        if (!std::isfinite(o) || !(d <= atol + 1e-2 * std::fabs(ref[i]))) {
+        const double tol = atol + 1e-2 * std::fabs(ref[i]) + (extra ? (*extra)[i] : 0.0);
+        if (!std::isfinite(o) || !(d <= tol)) {
             if (bad < 10) first << "  " << what << where(i) << ": got " << o << ", want " << ref[i] << "\n";
             bad++;
         }
@@ -188,14 +191,24 @@ std::vector<uint16_t> run_attention(const kl_kernel *k, const Variant &v, const 
     bool guards_ok = false;
     std::vector<uint16_t> got = out.read(&guards_ok);
     EXPECT_TRUE(guards_ok) << "an element outside the output was written";
+    std::vector<double> mass;
     const std::vector<double> ref =
-        mla_fast_ref::absorbed_attention(qh, kvh, c.batch, c.seq, c.heads, d, dv, kScale, c.causal);
-    EXPECT_TRUE(close_to("out", got, ref, [&](size_t i) {
-        std::ostringstream s;
-        s << "[b " << i / dv / c.heads / c.seq << ", t " << i / dv / c.heads % c.seq << ", h " << i / dv % c.heads
-          << ", col " << i % dv << "]";
-        return s.str();
-    }));
+        mla_fast_ref::absorbed_attention(qh, kvh, c.batch, c.seq, c.heads, d, dv, kScale, c.causal, &mass);
+    // P @ V on tensor cores takes the weights p_s in bf16 (unit roundoff
+    // 2^-8), and the normaliser sums them unrounded: together at most
+    // 2 * 2^-8 * sum_s p_s |v_s| per element. Rows with few keys (small t)
+    // have large |out| and feel this most; the global atol alone, from the
+    // RMS of the whole output, is too tight for them.
+    for (double &m : mass) m *= 2.0 / 256.0;
+    EXPECT_TRUE(close_to(
+        "out", got, ref,
+        [&](size_t i) {
+            std::ostringstream s;
+            s << "[b " << i / dv / c.heads / c.seq << ", t " << i / dv / c.heads % c.seq << ", h "
+              << i / dv % c.heads << ", col " << i % dv << "]";
+            return s.str();
+        },
+        &mass));
     if (kv_out) *kv_out = kvh;
     return got;
 }
