@@ -40,4 +40,19 @@ done
   END { for (r = 1; r <= NR; r++) { line = ""
           for (i = 1; i <= n; i++) line = line sprintf(i < n ? "%-" w[i] "s  " : "%s", cell[r, i])
           print line } }'
+# The kernels: one row per launcher, from the headers just written (each
+# launcher's comment names its kernel entry and spec line).
+echo
+{
+  printf 'family\tlauncher\tkernel entry\tspec\n'
+  for manifest in "$@"; do
+    family=$(basename "$manifest" .fatbins.tsv)
+    sed -n 's|^/\* ==== kl_\([A-Za-z0-9_]*\) =*.*|\1|p; s|^ \* Kernel entry \([A-Za-z0-9_]*\); \(.*\)\.$|\1\t\2|p' \
+      "$BUILD_WORKSPACE_DIRECTORY/generated/klaunch/$family.h" | paste - - | sed "s|^|$family\t|"
+  done
+} | awk -F'\t' '
+  { for (i = 1; i <= NF; i++) { cell[NR, i] = $i; if (length($i) > w[i]) w[i] = length($i) } n = NF }
+  END { for (r = 1; r <= NR; r++) { line = ""
+          for (i = 1; i <= n; i++) line = line sprintf(i < n ? "%-" w[i] "s  " : "%s", cell[r, i])
+          print line } }'
 echo "wrote generated/klaunch/ and docs/LAUNCHERS.md in $BUILD_WORKSPACE_DIRECTORY"
