@@ -8,7 +8,13 @@
 // look: slots past a sequence's length, positions before its sliding
 // window, table entries past its last block (they name a block of NaNs),
 // the fp8 padding between blocks, the padding of q rows. The dequantised
-// values (p.k, p.v, p.q as double) feed the float64 reference.
+// values (p.k, p.v, p.q as double) feed the float64 reference
+// (reference(p)).
+//
+// Also what the GPU tests of the seed kernels (paged_decode_test.cc) and of
+// the split launchers (paged_decode_split_test.cc) share: the lengths of a
+// case around a block size, the variants' modules, and the check of an
+// output row block against the reference.
 #ifndef KLAUNCH_TESTS_PAGED_DECODE_PAGED_DECODE_PROBLEM_H
 #define KLAUNCH_TESTS_PAGED_DECODE_PAGED_DECODE_PROBLEM_H
 
@@ -16,12 +22,17 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include "kernels/paged_decode_fatbins.h"
 #include "klaunch/klaunch.h"
 #include "tests/paged_decode/paged_decode_reference.h"
 #include "tests/support/gpu_test_util.h"
@@ -132,10 +143,11 @@ inline Problem build(bool fp8, const Case &c) {
     p.tables.assign(static_cast<size_t>(g.num_seqs) * g.max_blocks_per_seq, nan_block);
 
     std::vector<uint16_t> kb(packed, kBf16NaN), vb(packed, kBf16NaN);
+    // Values as stored: bf16-rounded, or fp8 codes (wider range than [-1, 1),
+    // to use the exponent bits) times the scale.
     std::vector<uint8_t> k8(packed, kFp8NaN), v8(packed, kFp8NaN);
     auto fill = [&](uint64_t idx) {
         if (fp8) {
-            // Codes over a wider range than [-1, 1), to use the exponent bits.
             const kl_fp8_e4m3 a = kl_test::float_to_fp8_e4m3(4.0f * unit(gen));
             const kl_fp8_e4m3 b = kl_test::float_to_fp8_e4m3(4.0f * unit(gen));
             k8[idx] = a.bits;
@@ -167,6 +179,7 @@ inline Problem build(bool fp8, const Case &c) {
         }
     }
 
+    // q, NaN in the padding of each row.
     p.q.assign(static_cast<size_t>(g.num_seqs) * g.q_stride, NAN);
     p.q_bits.assign(p.q.size(), kl_bf16{kBf16NaN});
     for (uint32_t s = 0; s < g.num_seqs; s++)
@@ -176,6 +189,7 @@ inline Problem build(bool fp8, const Case &c) {
             p.q[at] = kl_test::bf16_to_float(p.q_bits[at]);
         }
 
+    // Storage.
     if (!fp8) {
         p.cache_stride = p.block_elems;
         p.k_bf16.assign(c.misalign + packed, kl_bf16{kBf16NaN});
@@ -208,6 +222,59 @@ inline std::vector<int32_t> lengths_around(uint32_t bs, std::initializer_list<in
     std::vector<int32_t> v = {0, 1, static_cast<int32_t>(bs), static_cast<int32_t>(bs) + 1};
     v.insert(v.end(), more.begin(), more.end());
     return v;
+}
+
+// The float64 reference output of p (paged_decode_ref::attention on the
+// dequantised values), num_seqs * num_q_heads * head_dim values.
+inline std::vector<double> reference(const Problem &p) {
+    return paged_decode_ref::attention(
+        p.g, p.q, p.tables, p.lens,
+        [&p](int64_t b, uint32_t slot, uint32_t kvh, uint32_t d) { return p.kval(b, slot, kvh, d); },
+        [&p](int64_t b, uint32_t slot, uint32_t kvh, uint32_t d) { return p.vval(b, slot, kvh, d); });
+}
+
+// The variant's fatbin (pack width 4 or 8, head_dim 128), loaded once per
+// process (the handles keep pointers to it).
+inline const kl_module *module_for(int width) {
+    static std::unique_ptr<kl_test::Module> m4, m8;
+    std::unique_ptr<kl_test::Module> &m = width == 4 ? m4 : m8;
+    if (!m) {
+        if (width == 4)
+            m.reset(new kl_test::Module(kl_fatbin_paged_decode_gqa4_d128, kl_fatbin_paged_decode_gqa4_d128_size));
+        else
+            m.reset(new kl_test::Module(kl_fatbin_paged_decode_gqa8_d128, kl_fatbin_paged_decode_gqa8_d128_size));
+    }
+    return m->get();
+}
+
+constexpr size_t kGuard = 8;              // output guard elements on each side
+constexpr uint16_t kPoisonBf16 = 0xFFFF;  // DeviceBuffer::poison() in bf16
+
+// An output as downloaded (kGuard poisoned elements, the num_seqs *
+// num_q_heads * head_dim outputs, kGuard more) against the reference:
+// the guards untouched, ||out - ref|| / ||ref|| < 1e-2 and every element
+// within 1e-3 * max|ref| + 1e-2 * |ref|, exact zeros for L == 0 (the
+// contract's "all-zero output").
+inline void check_output(const Problem &p, const std::vector<double> &ref, const std::vector<kl_bf16> &all) {
+    const Shape &g = p.g;
+    const size_t n_out = static_cast<size_t>(g.num_seqs) * g.num_q_heads * g.head_dim;
+    ASSERT_EQ(all.size(), kGuard + n_out + kGuard);
+    for (size_t i = 0; i < kGuard; i++) {
+        EXPECT_EQ(all[i].bits, kPoisonBf16) << "guard element " << i << " before the output was written";
+        EXPECT_EQ(all[kGuard + n_out + i].bits, kPoisonBf16) << "guard element " << i << " after the output was written";
+    }
+    const std::vector<kl_bf16> got(all.begin() + kGuard, all.begin() + kGuard + n_out);
+    double ref_max = 0.0;
+    for (double r : ref) ref_max = std::max(ref_max, std::fabs(r));
+    EXPECT_TRUE(kl_test::all_close("output", got, ref, 1e-3 * ref_max, 1e-2, 1e-2));
+    const size_t row = static_cast<size_t>(g.num_q_heads) * g.head_dim;
+    for (uint32_t s = 0; s < g.num_seqs; s++) {
+        if (p.lens[s] > 0) continue;
+        size_t nonzero = 0;
+        for (size_t i = 0; i < row; i++) nonzero += !(kl_test::bf16_to_float(got[s * row + i]) == 0.0f);
+        EXPECT_EQ(nonzero, 0u) << "sequence " << s << " has length " << p.lens[s] << " but " << nonzero << " of its "
+                               << row << " output elements are not zero";
+    }
 }
 
 }  // namespace paged_decode_problem

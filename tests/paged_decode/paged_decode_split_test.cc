@@ -36,7 +36,6 @@
 #include <string>
 #include <vector>
 
-#include "kernels/paged_decode_fatbins.h"
 #include "klaunch/paged_decode.h"
 #include "klaunch/paged_decode_split.h"
 #include "tests/paged_decode/paged_decode_problem.h"
@@ -47,23 +46,14 @@ namespace {
 
 using kl_test::DeviceBuffer;
 using paged_decode_problem::Case;
+using paged_decode_problem::check_output;
+using paged_decode_problem::kGuard;
 using paged_decode_problem::lengths_around;
+using paged_decode_problem::module_for;
 using paged_decode_problem::Problem;
 using paged_decode_ref::Shape;
 
-// ---- modules and the device ---------------------------------------------------
-
-const kl_module *module_for(int width) {
-    static std::unique_ptr<kl_test::Module> m4, m8;
-    std::unique_ptr<kl_test::Module> &m = width == 4 ? m4 : m8;
-    if (!m) {
-        if (width == 4)
-            m.reset(new kl_test::Module(kl_fatbin_paged_decode_gqa4_d128, kl_fatbin_paged_decode_gqa4_d128_size));
-        else
-            m.reset(new kl_test::Module(kl_fatbin_paged_decode_gqa8_d128, kl_fatbin_paged_decode_gqa8_d128_size));
-    }
-    return m->get();
-}
+// ---- the device ----------------------------------------------------------------
 
 // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT of the test's device.
 uint32_t sm_count() {
@@ -203,9 +193,7 @@ kl_status launch_partial(Kind kind, const kl_module *mod, const DeviceProblem &d
 
 // ---- checks ---------------------------------------------------------------------------
 
-constexpr size_t kGuard = 8;          // output guard elements on each side
 constexpr size_t kWsGuard = 64;       // guard floats after the workspace
-constexpr uint16_t kPoisonBf16 = 0xFFFF;
 constexpr uint32_t kPoisonF32 = 0xFFFFFFFFu;
 const double kLog2e = 1.4426950408889634;
 
@@ -318,28 +306,6 @@ void check_workspace(const Problem &p, const Case &c, uint32_t splits, const std
     }
 }
 
-void check_output(const Problem &p, const std::vector<double> &ref, const std::vector<kl_bf16> &all) {
-    const Shape &g = p.g;
-    const size_t n_out = static_cast<size_t>(g.num_seqs) * g.num_q_heads * g.head_dim;
-    ASSERT_EQ(all.size(), kGuard + n_out + kGuard);
-    for (size_t i = 0; i < kGuard; i++) {
-        EXPECT_EQ(all[i].bits, kPoisonBf16) << "guard element " << i << " before the output was written";
-        EXPECT_EQ(all[kGuard + n_out + i].bits, kPoisonBf16) << "guard element " << i << " after the output was written";
-    }
-    const std::vector<kl_bf16> got(all.begin() + kGuard, all.begin() + kGuard + n_out);
-    double ref_max = 0.0;
-    for (double r : ref) ref_max = std::max(ref_max, std::fabs(r));
-    EXPECT_TRUE(kl_test::all_close("output", got, ref, 1e-3 * ref_max, 1e-2, 1e-2));
-    const size_t row = static_cast<size_t>(g.num_q_heads) * g.head_dim;
-    for (uint32_t s = 0; s < g.num_seqs; s++) {
-        if (p.lens[s] > 0) continue;
-        size_t nonzero = 0;
-        for (size_t i = 0; i < row; i++) nonzero += !(kl_test::bf16_to_float(got[s * row + i]) == 0.0f);
-        EXPECT_EQ(nonzero, 0u) << "sequence " << s << " has length " << p.lens[s] << " but " << nonzero << " of its "
-                               << row << " output elements are not zero";
-    }
-}
-
 // ---- running a case ----------------------------------------------------------------------
 
 void run_case(Kind kind, int width, const Case &c, const std::vector<uint32_t> &split_counts = kSplitCounts) {
@@ -347,10 +313,7 @@ void run_case(Kind kind, int width, const Case &c, const std::vector<uint32_t> &
                  ", module gqa" + std::to_string(width) + "_d128");
     const Problem p = paged_decode_problem::build(is_fp8(kind), c);
     const Shape &g = p.g;
-    const std::vector<double> ref =
-        paged_decode_ref::attention(g, p.q, p.tables, p.lens, [&p](int64_t b, uint32_t slot, uint32_t kvh, uint32_t d) {
-            return p.kval(b, slot, kvh, d);
-        }, [&p](int64_t b, uint32_t slot, uint32_t kvh, uint32_t d) { return p.vval(b, slot, kvh, d); });
+    const std::vector<double> ref = paged_decode_problem::reference(p);
     const kl_module *mod = module_for(width);
     const DeviceProblem dev(p, c, is_fp8(kind));
     kl_kernel combine;
