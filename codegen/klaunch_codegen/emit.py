@@ -156,6 +156,30 @@ class LauncherView:
         self.shared = by_check.get(id(launcher.shared)) if launcher.shared is not None else None
         self.max_dynamic_shared = launcher.max_dynamic_shared
         self.max_dynamic_shared_text = launcher.max_dynamic_shared_expr.text if launcher.max_dynamic_shared_expr else None
+        # launch_attributes: the desc points at a static kl_launch_attributes.
+        self.has_attributes = launcher.has_attributes
+        self.cluster = launcher.cluster
+        self.attributes_line, self.attributes_col = launcher.attributes_pos or (0, 0)
+        flags = []
+        if launcher.programmatic_serialization:
+            flags.append("KL_LAUNCH_PROGRAMMATIC_SERIALIZATION")
+        if launcher.cooperative:
+            flags.append("KL_LAUNCH_COOPERATIVE")
+        self.attribute_flags = " | ".join(flags) if flags else "0u"
+        # Grid axes a cluster divides whose extent is known only at launch.
+        self.cluster_axes = []
+        if launcher.cluster is not None:
+            for axis, v in zip("xyz", launcher.cluster):
+                g = launcher.grid.get(axis)
+                if v > 1 and g is not None and g.value is None:
+                    self.cluster_axes.append((_AXIS[axis], v))
+        self.attribute_words = []
+        if launcher.cluster is not None:
+            self.attribute_words.append("cluster (%d, %d, %d)" % launcher.cluster)
+        if launcher.programmatic_serialization:
+            self.attribute_words.append("programmatic_serialization")
+        if launcher.cooperative:
+            self.attribute_words.append("cooperative")
         self.uses_err = any(c.can_fail for c in self.checks)
         self.temps = ["kl__t%d" % i for i in range(max(c.temps for c in self.checks))]
         read = set()

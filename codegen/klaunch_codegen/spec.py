@@ -214,6 +214,16 @@ class Launcher:
         self.max_dynamic_shared_expr = None  # Expr as written, or None
         self.preconditions = []
         self.const_names = []
+        # launch_attributes: cluster (x, y, z) or None; the two flags; where
+        # the mapping is (for runtime messages).
+        self.cluster = None
+        self.programmatic_serialization = False
+        self.cooperative = False
+        self.attributes_pos = None
+
+    @property
+    def has_attributes(self):
+        return self.attributes_pos is not None
 
     @property
     def kernel_params(self):
@@ -263,7 +273,9 @@ class Spec:
 
 TOP_KEYS = ("family", "doc", "variants", "launchers")
 VARIANT_KEYS = ("doc", "constants")
-LAUNCHER_KEYS = ("name", "entry", "doc", "params", "grid", "block", "shared_bytes", "max_dynamic_shared", "preconditions")
+LAUNCHER_KEYS = ("name", "entry", "doc", "params", "grid", "block", "shared_bytes", "max_dynamic_shared", "preconditions", "launch_attributes")
+ATTRIBUTE_KEYS = ("cluster", "programmatic_serialization", "cooperative")
+CLUSTER_MAX = 8  # the portable cluster size (blocks), every cluster-capable GPU
 DEFAULT_DYNAMIC_SHARED = 48 * 1024  # what a kernel may use without opting in (cuFuncSetAttribute)
 U32_MAX = (1 << 32) - 1
 PARAM_KEYS = ("name", "type", "launch_only", "doc")
@@ -567,6 +579,8 @@ class _Validator:
             launcher.shared = self.sized(f["shared_bytes"][1], "shared_bytes", label, resolver)
         if "max_dynamic_shared" in f:
             self.max_dynamic_shared(f["max_dynamic_shared"][1], launcher, label, resolver, spec)
+        if "launch_attributes" in f:
+            self.launch_attributes(f["launch_attributes"][1], launcher, label)
         self.limits(launcher, label)
         self.shared_fits(launcher, label, spec)
         # Launch-only parameters exist only for expressions.
@@ -721,6 +735,68 @@ class _Validator:
                 return
         launcher.max_dynamic_shared = max(v for _, v in values)
         launcher.max_dynamic_shared_expr = e
+
+    def launch_attributes(self, node, launcher, label):
+        """cluster: {x, y, z} integer literals (the kl_kernel_desc holds one
+        value for every variant); programmatic_serialization, cooperative:
+        booleans. Only attributes set to something other than their default
+        make the launch go through cuLaunchKernelEx."""
+        where = "launch_attributes of %s" % label
+        if not self.want_mapping(node, where):
+            return
+        if not node.value:
+            self.err(node_pos(node), "%s is empty" % where, "give cluster, programmatic_serialization or cooperative, or leave launch_attributes out")
+            return
+        f = self.fields(node, "in " + where, ATTRIBUTE_KEYS, ())
+        for key in ("programmatic_serialization", "cooperative"):
+            if key not in f:
+                continue
+            vnode = f[key][1]
+            if not is_scalar(vnode) or vnode.tag != BOOL:
+                self.err(node_pos(vnode), "%s must be true or false, got %s" % (key, kind_of(vnode)), "write %s: true" % key)
+                continue
+            setattr(launcher, key, scalar_python(vnode))
+        if "cluster" in f:
+            cnode = f["cluster"][1]
+            if self.want_mapping(cnode, "cluster of %s" % label):
+                dims = self.fields(cnode, "in cluster of %s" % label, DIM_KEYS, ("x",))
+                values = []
+                ok = "x" in dims
+                for axis in DIM_KEYS:
+                    if axis not in dims:
+                        values.append(1)
+                        continue
+                    vnode = dims[axis][1]
+                    if not is_scalar(vnode) or vnode.tag != INT:
+                        self.err(node_pos(vnode), "cluster.%s of %s must be an integer literal, got %s" % (axis, label, kind_of(vnode)),
+                                 "cluster dimensions are fixed when the kernel is loaded; write a number of blocks, 1 to %d" % CLUSTER_MAX)
+                        ok = False
+                        continue
+                    v = scalar_python(vnode)
+                    if v < 1 or v > CLUSTER_MAX:
+                        self.err(node_pos(vnode), "cluster.%s of %s is %d" % (axis, label, v), "a cluster has 1 to %d blocks per dimension" % CLUSTER_MAX)
+                        ok = False
+                        continue
+                    values.append(v)
+                if ok:
+                    total = values[0] * values[1] * values[2]
+                    if total > CLUSTER_MAX:
+                        self.err(node_pos(cnode), "cluster of %s has %d blocks, over the portable cluster size %d" % (label, total, CLUSTER_MAX),
+                                 "x * y * z must be at most %d" % CLUSTER_MAX)
+                    else:
+                        launcher.cluster = tuple(values)
+                        for axis, v in zip(DIM_KEYS, values):
+                            g = launcher.grid.get(axis)
+                            gv = g.value if g is not None else 1
+                            if gv is not None and gv % v != 0:
+                                self.err(node_pos(dims[axis][1]) if axis in dims else node_pos(cnode),
+                                         "cluster.%s of %s is %d, but grid.%s is %d, not a multiple" % (axis, label, v, axis, gv),
+                                         "the grid must be a whole number of clusters in every dimension")
+        if launcher.cluster is None and not launcher.programmatic_serialization and not launcher.cooperative:
+            if not self.failed:
+                self.err(node_pos(node), "%s sets no attribute" % where, "with no cluster and both flags false the launch is a plain one; leave launch_attributes out")
+            return
+        launcher.attributes_pos = node_pos(node)
 
     def per_variant(self, e, what, spec):
         """[(variant, value)] of an expression of literals and constants, or

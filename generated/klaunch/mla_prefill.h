@@ -126,7 +126,7 @@ static const kl_kernel_desc kl_mla_q_rope_extract_batched_desc = {
     kl_mla_q_rope_extract_batched_params, 8, 40,
     kl__mla_q_rope_extract_batched_checks, 5,
     NULL, 0,
-    0};
+    0, NULL};
 
 /* Looks kl_mla_q_rope_extract_batched's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_q_rope_extract_batched_get(kl_kernel *kernel, const kl_module *module) {
@@ -182,6 +182,7 @@ static inline kl_status kl__mla_q_rope_extract_batched_prepare(const kl_kernel *
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
 }
@@ -252,7 +253,7 @@ static const kl_kernel_desc kl_mla_q_rope_writeback_batched_desc = {
     kl_mla_q_rope_writeback_batched_params, 8, 40,
     kl__mla_q_rope_writeback_batched_checks, 5,
     NULL, 0,
-    0};
+    0, NULL};
 
 /* Looks kl_mla_q_rope_writeback_batched's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_q_rope_writeback_batched_get(kl_kernel *kernel, const kl_module *module) {
@@ -308,6 +309,7 @@ static inline kl_status kl__mla_q_rope_writeback_batched_prepare(const kl_kernel
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
 }
@@ -382,7 +384,7 @@ static const kl_kernel_desc kl_mla_kv_assemble_batched_desc = {
     kl_mla_kv_assemble_batched_params, 10, 56,
     kl__mla_kv_assemble_batched_checks, 6,
     NULL, 0,
-    0};
+    0, NULL};
 
 /* Looks kl_mla_kv_assemble_batched's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_kv_assemble_batched_get(kl_kernel *kernel, const kl_module *module) {
@@ -440,6 +442,7 @@ static inline kl_status kl__mla_kv_assemble_batched_prepare(const kl_kernel *ker
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
 }
@@ -512,7 +515,7 @@ static const kl_kernel_desc kl_mla_cache_assemble_batched_desc = {
     kl_mla_cache_assemble_batched_params, 7, 44,
     kl__mla_cache_assemble_batched_checks, 4,
     NULL, 0,
-    0};
+    0, NULL};
 
 /* Looks kl_mla_cache_assemble_batched's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_cache_assemble_batched_get(kl_kernel *kernel, const kl_module *module) {
@@ -568,6 +571,7 @@ static inline kl_status kl__mla_cache_assemble_batched_prepare(const kl_kernel *
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
 }
@@ -653,7 +657,7 @@ static const kl_kernel_desc kl_mla_fused_prefill_desc = {
     kl_mla_fused_prefill_params, 18, 108,
     kl__mla_fused_prefill_checks, 7,
     NULL, 0,
-    0};
+    0, NULL};
 
 /* Looks kl_mla_fused_prefill's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_fused_prefill_get(kl_kernel *kernel, const kl_module *module) {
@@ -726,6 +730,7 @@ static inline kl_status kl__mla_fused_prefill_prepare(const kl_kernel *kernel, c
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
 }
@@ -810,7 +815,7 @@ static const kl_kernel_desc kl_mla_q_final_assemble_batched_desc = {
     kl_mla_q_final_assemble_batched_params, 8, 44,
     kl__mla_q_final_assemble_batched_checks, 4,
     NULL, 0,
-    0};
+    0, NULL};
 
 /* Looks kl_mla_q_final_assemble_batched's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_q_final_assemble_batched_get(kl_kernel *kernel, const kl_module *module) {
@@ -859,6 +864,7 @@ static inline kl_status kl__mla_q_final_assemble_batched_prepare(const kl_kernel
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
 }
@@ -933,7 +939,7 @@ static const kl_kernel_desc kl_grouped_gemm_mla_desc = {
     kl_grouped_gemm_mla_params, 9, 48,
     kl__grouped_gemm_mla_checks, 6,
     NULL, 0,
-    0};
+    0, NULL};
 
 /* Looks kl_grouped_gemm_mla's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_grouped_gemm_mla_get(kl_kernel *kernel, const kl_module *module) {
@@ -996,6 +1002,7 @@ static inline kl_status kl__grouped_gemm_mla_prepare(const kl_kernel *kernel, co
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
 }
@@ -1072,7 +1079,7 @@ static const kl_kernel_desc kl_mla_prefill_attention_320_desc = {
     kl_mla_prefill_attention_320_params, 10, 56,
     kl__mla_prefill_attention_320_checks, 7,
     kl__mla_prefill_attention_320_consts, 1,
-    0};
+    0, NULL};
 
 /* Looks kl_mla_prefill_attention_320's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_prefill_attention_320_get(kl_kernel *kernel, const kl_module *module) {
@@ -1140,6 +1147,7 @@ static inline kl_status kl__mla_prefill_attention_320_prepare(const kl_kernel *k
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
 }
@@ -1231,7 +1239,7 @@ static const kl_kernel_desc kl_mla_absorbed_attention_mma_desc = {
     kl_mla_absorbed_attention_mma_params, 9, 48,
     kl__mla_absorbed_attention_mma_checks, 8,
     kl__mla_absorbed_attention_mma_consts, 1,
-    153600u};
+    153600u, NULL};
 
 /* Looks kl_mla_absorbed_attention_mma's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_absorbed_attention_mma_get(kl_kernel *kernel, const kl_module *module) {
@@ -1303,6 +1311,7 @@ static inline kl_status kl__mla_absorbed_attention_mma_prepare(const kl_kernel *
         return kl__x_fail_value(kl__desc, 7, NULL, KL_SUCCESS, kl__v, kernel->max_dynamic_shared, KL_ERROR_SHARED_MEMORY_LIMIT);
     }
     kl__launch->shared_bytes = (uint32_t)kl__v;
+    kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
 }
@@ -1387,7 +1396,7 @@ static const kl_kernel_desc kl_grouped_gemm_mma_desc = {
     kl_grouped_gemm_mma_params, 9, 48,
     kl__grouped_gemm_mma_checks, 8,
     NULL, 0,
-    65536u};
+    65536u, NULL};
 
 /* Looks kl_grouped_gemm_mma's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_grouped_gemm_mma_get(kl_kernel *kernel, const kl_module *module) {
@@ -1461,6 +1470,7 @@ static inline kl_status kl__grouped_gemm_mma_prepare(const kl_kernel *kernel, co
         return kl__x_fail_value(kl__desc, 7, NULL, KL_SUCCESS, kl__v, kernel->max_dynamic_shared, KL_ERROR_SHARED_MEMORY_LIMIT);
     }
     kl__launch->shared_bytes = (uint32_t)kl__v;
+    kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
 }

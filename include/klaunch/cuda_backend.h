@@ -65,6 +65,31 @@ typedef struct CUctx_st *kl__cu_context;
 typedef struct CUmod_st *kl__cu_module;
 typedef struct CUfunc_st *kl__cu_function;
 
+/* cuLaunchKernelEx's configuration (cuda.h's CUlaunchConfig and
+ * CUlaunchAttribute, CUDA 12.0 and newer): an attribute is its id, padding
+ * to 8 bytes, and a 64-byte value union. */
+typedef struct kl__cu_launch_attribute {
+    int id;
+    char pad[4];
+    union {
+        char bytes[64];
+        unsigned long long align; /* cuda.h's union holds a pointer: 8-byte alignment */
+        int cooperative;
+        int programmatic_stream_serialization_allowed;
+        struct {
+            unsigned int x, y, z;
+        } cluster_dim;
+    } value;
+} kl__cu_launch_attribute;
+typedef struct kl__cu_launch_config {
+    unsigned int grid_x, grid_y, grid_z;
+    unsigned int block_x, block_y, block_z;
+    unsigned int shared_bytes;
+    kl_stream stream;
+    kl__cu_launch_attribute *attrs;
+    unsigned int num_attrs;
+} kl__cu_launch_config;
+
 /* Driver entry points, resolved by their exported (versioned) names. */
 typedef struct kl__cuda_api {
     kl__cu_result (*init)(unsigned int flags);
@@ -85,8 +110,18 @@ typedef struct kl__cuda_api {
     kl__cu_result (*module_get_function)(kl__cu_function *fn, kl__cu_module mod, const char *name);
     kl__cu_result (*func_get_attribute)(int *value, int attrib, kl__cu_function fn);
     kl__cu_result (*func_set_attribute)(kl__cu_function fn, int attrib, int value);
-    /* Optional (drivers of CUDA 12.4 and newer); NULL skips the layout check. */
+    /* Optional (drivers of CUDA 12.4 and newer); NULL skips the layout check.
+     * Resolved through cuGetProcAddress where the driver has it, else dlsym. */
     kl__cu_result (*func_get_param_info)(kl__cu_function fn, size_t index, size_t *offset, size_t *size);
+    /* Optional (CUDA 12.0+): launches with attributes; NULL refuses kernels
+     * that declare launch_attributes at lookup. */
+    kl__cu_result (*launch_kernel_ex)(const kl__cu_launch_config *config, kl__cu_function fn, void **params,
+                                      void **extra);
+    /* Optional (CUDA 12.0+). */
+    kl__cu_result (*get_proc_address)(const char *symbol, void **pfn, int cuda_version, unsigned long long flags,
+                                      int *symbol_status);
+    /* Optional: the capture guard (kl_cuda_backend_guard_stream). */
+    kl__cu_result (*stream_is_capturing)(kl_stream stream, int *status);
     kl__cu_result (*launch_kernel)(kl__cu_function fn, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
                                    unsigned int block_x, unsigned int block_y, unsigned int block_z,
                                    unsigned int shared_bytes, kl_stream stream, void **params, void **extra);
@@ -99,6 +134,10 @@ typedef struct kl__cuda_api {
     kl__cu_result (*get_error_string)(kl__cu_result err, const char **str);
 } kl__cuda_api;
 
+#ifndef KL_CUDA_MAX_GUARDED_STREAMS
+#define KL_CUDA_MAX_GUARDED_STREAMS 8
+#endif
+
 typedef struct kl_cuda_backend {
     kl_backend base; /* first member: pass &cuda.base where a kl_backend* is wanted */
     /* private */
@@ -108,6 +147,10 @@ typedef struct kl_cuda_backend {
     kl__cu_context ctx;   /* the device's primary context, retained */
     int cc_major, cc_minor; /* compute capability, for error messages */
     kl__cuda_api api;
+    /* Streams whose active capture makes module loads and kernel lookups
+     * refuse with KL_ERROR_CAPTURE_ACTIVE (kl_cuda_backend_guard_stream). */
+    kl_stream guarded[KL_CUDA_MAX_GUARDED_STREAMS];
+    int num_guarded;
 } kl_cuda_backend;
 
 /* dlopen("libcuda.so.1"), cuInit, cuDeviceGet(device_ordinal), retain the
@@ -125,6 +168,19 @@ void *kl_cuda_backend_symbol(const kl_cuda_backend *cb, const char *name);
  * also passes that sentence to the error callback (kl_set_error_callback)
  * with KL_ERROR_UNSUPPORTED, once; the lookup itself succeeds. */
 const char *kl_cuda_backend_layout_note(const kl_cuda_backend *cb);
+/* Makes the backend's (device's primary) context current on the calling
+ * thread: what a thread needs before launching on this backend's device. */
+kl_status kl_cuda_backend_make_current(kl_cuda_backend *cb);
+/* From now on kl_module_load* and kl_X_get on this backend first ask the
+ * driver whether `stream` is capturing (cuStreamIsCapturing) and refuse with
+ * KL_ERROR_CAPTURE_ACTIVE if it is, rather than load during the capture (an
+ * unsafe call there invalidates the capture). Launches ask nothing. Up to
+ * KL_CUDA_MAX_GUARDED_STREAMS streams; register them before sharing the
+ * backend between threads. */
+kl_status kl_cuda_backend_guard_stream(kl_cuda_backend *cb, kl_stream stream);
+/* KL_ERROR_CAPTURE_ACTIVE naming `what` when `stream` is capturing (or its
+ * capture was invalidated), else KL_SUCCESS. */
+kl_status kl_cuda_stream_check_not_capturing(kl_cuda_backend *cb, kl_stream stream, const char *what);
 
 /* Driver helpers for tests, examples and benchmarks (device pointers as
  * void*). Copies are synchronous; zero bytes is a no-op (malloc of zero
@@ -178,6 +234,16 @@ extern "C" {
 #define KL__CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
 #define KL__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
 #define KL__CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
+#define KL__CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH 95
+#define KL__CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH 120
+#define KL__CU_LAUNCH_ATTRIBUTE_COOPERATIVE 2
+#define KL__CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION 4
+#define KL__CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6
+#define KL__CU_STREAM_CAPTURE_STATUS_NONE 0
+#define KL__CU_STREAM_CAPTURE_STATUS_ACTIVE 1
+#define KL__CU_GET_PROC_ADDRESS_DEFAULT 0
+#define KL__CU_GET_PROC_ADDRESS_SUCCESS 0
+#define KL__CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE 720
 #define KL__FATBIN_MAGIC 0xBA55ED50u
 
 static const struct {
@@ -205,6 +271,9 @@ static const struct {
     {"cuFuncSetAttribute", offsetof(kl__cuda_api, func_set_attribute), 0},
     {"cuFuncGetParamInfo", offsetof(kl__cuda_api, func_get_param_info), 1},
     {"cuLaunchKernel", offsetof(kl__cuda_api, launch_kernel), 0},
+    {"cuLaunchKernelEx", offsetof(kl__cuda_api, launch_kernel_ex), 1},
+    {"cuGetProcAddress_v2", offsetof(kl__cuda_api, get_proc_address), 1},
+    {"cuStreamIsCapturing", offsetof(kl__cuda_api, stream_is_capturing), 1},
     {"cuMemAlloc_v2", offsetof(kl__cuda_api, mem_alloc), 0},
     {"cuMemFree_v2", offsetof(kl__cuda_api, mem_free), 0},
     {"cuMemcpyHtoD_v2", offsetof(kl__cuda_api, memcpy_htod), 0},
@@ -318,6 +387,8 @@ static kl_status kl__cuda_check_image(const unsigned char *b, size_t size, int *
     return KL_SUCCESS;
 }
 
+static kl_status kl__cuda_capture_guard(kl_cuda_backend *cb, const char *what);
+
 static kl_status kl__cuda_module_load(kl_backend *be, const void *image, size_t size, void **handle) {
     const kl_cuda_backend *cb = (const kl_cuda_backend *)be;
     kl__cu_module mod = NULL;
@@ -338,6 +409,12 @@ static kl_status kl__cuda_module_load(kl_backend *be, const void *image, size_t 
     }
     st = kl__cuda_enter(cb, "kl_module_load");
     if (st == KL_SUCCESS) {
+        st = kl__cuda_capture_guard((kl_cuda_backend *)cb, "kl_module_load");
+        if (st != KL_SUCCESS) {
+            kl__cuda_leave(cb);
+            free(copy);
+            return st;
+        }
         r = cb->api.module_load_data(&mod, image);
         kl__cuda_leave(cb);
         switch (r) {
@@ -483,12 +560,119 @@ static kl_status kl__cuda_check_layout(const kl_cuda_backend *cb, kl__cu_functio
     return KL_SUCCESS;
 }
 
+kl_status kl_cuda_stream_check_not_capturing(kl_cuda_backend *cb, kl_stream stream, const char *what) {
+    kl__cu_result r;
+    int status = KL__CU_STREAM_CAPTURE_STATUS_NONE;
+    if (cb == NULL || cb->lib == NULL)
+        return kl__fail(KL_ERROR_INVALID_ARGUMENT, "%s: the CUDA backend is NULL or not initialised",
+                        what ? what : "kl_cuda_stream_check_not_capturing");
+    if (cb->api.stream_is_capturing == NULL)
+        return kl__fail(KL_ERROR_UNSUPPORTED, "%s: this driver has no cuStreamIsCapturing",
+                        what ? what : "kl_cuda_stream_check_not_capturing");
+    /* With the backend's context current: the NULL stream means its context's. */
+    r = cb->api.ctx_push_current(cb->ctx);
+    if (r == KL__CUDA_SUCCESS) {
+        r = cb->api.stream_is_capturing(stream, &status);
+        kl__cuda_leave(cb);
+    }
+    if (r != KL__CUDA_SUCCESS)
+        return kl__cuda_fail(cb, KL_ERROR_DRIVER, r, "%s: cuStreamIsCapturing(%p)",
+                             what ? what : "kl_cuda_stream_check_not_capturing", (void *)stream);
+    if (status != KL__CU_STREAM_CAPTURE_STATUS_NONE)
+        return kl__fail(KL_ERROR_CAPTURE_ACTIVE,
+                        "%s: stream %p is %s; loading there would invalidate the capture: load modules and look "
+                        "kernels up (kl_X_get) before cuStreamBeginCapture (docs/LAUNCH.md)",
+                        what ? what : "kl_cuda_stream_check_not_capturing", (void *)stream,
+                        status == KL__CU_STREAM_CAPTURE_STATUS_ACTIVE ? "capturing" : "in an invalidated capture");
+    return KL_SUCCESS;
+}
+
+/* The guarded streams (kl_cuda_backend_guard_stream); with the context current. */
+static kl_status kl__cuda_capture_guard(kl_cuda_backend *cb, const char *what) {
+    int i;
+    for (i = 0; i < cb->num_guarded; i++) {
+        kl_status st = kl_cuda_stream_check_not_capturing(cb, cb->guarded[i], what);
+        if (st != KL_SUCCESS) return st;
+    }
+    return KL_SUCCESS;
+}
+
+kl_status kl_cuda_backend_guard_stream(kl_cuda_backend *cb, kl_stream stream) {
+    int i;
+    if (cb == NULL || cb->lib == NULL)
+        return kl__fail(KL_ERROR_INVALID_ARGUMENT, "kl_cuda_backend_guard_stream: the CUDA backend is NULL or not "
+                                                   "initialised");
+    if (cb->api.stream_is_capturing == NULL)
+        return kl__fail(KL_ERROR_UNSUPPORTED, "kl_cuda_backend_guard_stream: this driver has no cuStreamIsCapturing");
+    for (i = 0; i < cb->num_guarded; i++)
+        if (cb->guarded[i] == stream) return KL_SUCCESS;
+    if (cb->num_guarded >= KL_CUDA_MAX_GUARDED_STREAMS)
+        return kl__fail(KL_ERROR_CAPACITY, "kl_cuda_backend_guard_stream: already %d streams "
+                                           "(KL_CUDA_MAX_GUARDED_STREAMS)",
+                        cb->num_guarded);
+    cb->guarded[cb->num_guarded++] = stream;
+    return KL_SUCCESS;
+}
+
+kl_status kl_cuda_backend_make_current(kl_cuda_backend *cb) {
+    kl__cu_result r;
+    if (cb == NULL || cb->lib == NULL || cb->ctx == NULL)
+        return kl__fail(KL_ERROR_INVALID_ARGUMENT, "kl_cuda_backend_make_current: the CUDA backend is NULL or not "
+                                                   "initialised");
+    r = cb->api.ctx_set_current(cb->ctx);
+    if (r != KL__CUDA_SUCCESS)
+        return kl__cuda_fail(cb, KL_ERROR_DRIVER, r, "kl_cuda_backend_make_current: cuCtxSetCurrent(device %d)",
+                             cb->ordinal);
+    return KL_SUCCESS;
+}
+
+/* Can this driver and device honour desc's launch attributes? Asked once,
+ * at lookup, so launches never query the device. */
+static kl_status kl__cuda_check_attributes(const kl_cuda_backend *cb, const kl_kernel_desc *desc) {
+    const kl_launch_attributes *a = desc->attributes;
+    int value = 0;
+    const char *what = NULL;
+    if (a == NULL) return KL_SUCCESS;
+    if (cb->api.launch_kernel_ex == NULL)
+        return kl__fail(KL_ERROR_UNSUPPORTED,
+                        "kl_%s_get: kernel %s declares launch attributes [%s:%u:%u], but this driver has no "
+                        "cuLaunchKernelEx (CUDA 12.0 and newer drivers have it)",
+                        desc->launcher, desc->entry, desc->spec_file, (unsigned)a->line, (unsigned)a->col);
+    if (a->cluster[0] != 0u) {
+        if (cb->cc_major < 9)
+            what = "a thread-block cluster (compute capability 9.0 and newer)";
+        else if (cb->api.device_get_attribute(&value, KL__CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, cb->device) !=
+                     KL__CUDA_SUCCESS ||
+                 value == 0)
+            what = "a thread-block cluster (CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH is 0)";
+    }
+    if (what == NULL && (a->flags & KL_LAUNCH_PROGRAMMATIC_SERIALIZATION) != 0u && cb->cc_major < 9)
+        what = "programmatic dependent launch (programmatic_serialization; compute capability 9.0 and newer)";
+    if (what == NULL && (a->flags & KL_LAUNCH_COOPERATIVE) != 0u) {
+        value = 0;
+        if (cb->api.device_get_attribute(&value, KL__CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, cb->device) !=
+                KL__CUDA_SUCCESS ||
+            value == 0)
+            what = "a cooperative launch (CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH is 0)";
+    }
+    if (what != NULL)
+        return kl__fail(KL_ERROR_UNSUPPORTED, "kl_%s_get: kernel %s declares %s, which device %d (sm_%d%d) cannot do "
+                                              "[%s:%u:%u]",
+                        desc->launcher, desc->entry, what, cb->ordinal, cb->cc_major, cb->cc_minor, desc->spec_file,
+                        (unsigned)a->line, (unsigned)a->col);
+    return KL_SUCCESS;
+}
+
 static kl_status kl__cuda_function_get_in_ctx(const kl_cuda_backend *cb, kl__cu_module mod,
                                               const kl_kernel_desc *desc, void **fn_out, kl_func_attrs *attrs) {
     kl__cu_function fn = NULL;
     int threads = 0, shared = 0;
-    kl_status st;
-    kl__cu_result r = cb->api.module_get_function(&fn, mod, desc->entry);
+    kl_status st = kl__cuda_capture_guard((kl_cuda_backend *)cb, "kl_kernel_get");
+    kl__cu_result r;
+    if (st != KL_SUCCESS) return st;
+    st = kl__cuda_check_attributes(cb, desc);
+    if (st != KL_SUCCESS) return st;
+    r = cb->api.module_get_function(&fn, mod, desc->entry);
     if (r == KL__CUDA_ERROR_NOT_FOUND)
         return kl__fail(KL_ERROR_KERNEL_NOT_FOUND, "kl_%s_get: the module has no kernel '%s' [%s:%u]",
                         desc->launcher, desc->entry, desc->spec_file, (unsigned)desc->spec_line);
@@ -542,9 +726,67 @@ static kl_status kl__cuda_launch_failed(const kl_cuda_backend *cb, const kl_laun
                              : "");
 }
 
+/* A launch with attributes (kl_X_get made sure the driver has
+ * cuLaunchKernelEx and the device can honour them). Out of line: plain
+ * launches stay one driver call and two branches. */
+static kl_status kl__cuda_launch_ex(const kl_cuda_backend *cb, const kl_launch *l) {
+    const kl_launch_attributes *a = l->attributes;
+    kl__cu_launch_attribute attrs[3];
+    kl__cu_launch_config config;
+    kl__cu_result r;
+    unsigned int n = 0;
+    memset(attrs, 0, sizeof attrs);
+    if (a->cluster[0] != 0u) {
+        attrs[n].id = KL__CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attrs[n].value.cluster_dim.x = a->cluster[0];
+        attrs[n].value.cluster_dim.y = a->cluster[1];
+        attrs[n].value.cluster_dim.z = a->cluster[2];
+        n++;
+    }
+    if ((a->flags & KL_LAUNCH_PROGRAMMATIC_SERIALIZATION) != 0u) {
+        attrs[n].id = KL__CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attrs[n].value.programmatic_stream_serialization_allowed = 1;
+        n++;
+    }
+    if ((a->flags & KL_LAUNCH_COOPERATIVE) != 0u) {
+        attrs[n].id = KL__CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+        attrs[n].value.cooperative = 1;
+        n++;
+    }
+    config.grid_x = l->grid[0];
+    config.grid_y = l->grid[1];
+    config.grid_z = l->grid[2];
+    config.block_x = l->block[0];
+    config.block_y = l->block[1];
+    config.block_z = l->block[2];
+    config.shared_bytes = l->shared_bytes;
+    config.stream = l->stream;
+    config.attrs = attrs;
+    config.num_attrs = n;
+    r = cb->api.launch_kernel_ex(&config, (kl__cu_function)l->kernel->fn, l->args, NULL);
+    if (r != KL__CUDA_SUCCESS) {
+        const kl_kernel_desc *d = l->kernel->desc;
+        return kl__cuda_fail(cb, KL_ERROR_LAUNCH_FAILED, r,
+                             "kl_%s: cuLaunchKernelEx(%s, grid (%u, %u, %u), block (%u, %u, %u), %u shared bytes, "
+                             "cluster (%u, %u, %u), flags %u)%s",
+                             d->launcher, d->entry, (unsigned)l->grid[0], (unsigned)l->grid[1], (unsigned)l->grid[2],
+                             (unsigned)l->block[0], (unsigned)l->block[1], (unsigned)l->block[2],
+                             (unsigned)l->shared_bytes, (unsigned)a->cluster[0], (unsigned)a->cluster[1],
+                             (unsigned)a->cluster[2], (unsigned)a->flags,
+                             r == KL__CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
+                                 ? ": a cooperative grid must fit on the device at once"
+                                 : r == KL__CUDA_ERROR_INVALID_CONTEXT
+                                       ? " on a thread where the device's primary context is not current"
+                                       : "");
+    }
+    return KL_SUCCESS;
+}
+
 static kl_status kl__cuda_launch(const kl_backend *be, const kl_launch *l) {
     const kl_cuda_backend *cb = (const kl_cuda_backend *)be;
-    kl__cu_result r = cb->api.launch_kernel((kl__cu_function)l->kernel->fn, l->grid[0], l->grid[1], l->grid[2],
+    kl__cu_result r;
+    if (l->attributes != NULL) return kl__cuda_launch_ex(cb, l);
+    r = cb->api.launch_kernel((kl__cu_function)l->kernel->fn, l->grid[0], l->grid[1], l->grid[2],
                                             l->block[0], l->block[1], l->block[2], l->shared_bytes, l->stream,
                                             l->args, NULL);
     if (r != KL__CUDA_SUCCESS) return kl__cuda_launch_failed(cb, l, r);
@@ -596,6 +838,26 @@ kl_status kl_cuda_backend_init(kl_cuda_backend *cb, int device_ordinal) {
                            "kl_cuda_backend_init: cuInit of libcuda.so.1");
         memset(cb, 0, sizeof *cb);
         return st;
+    }
+    /* cuGetProcAddress gives the entry point of the ABI a CUDA version
+     * names (issue 3); dlsym of the exported name stays the fallback. */
+    if (cb->api.get_proc_address != NULL) {
+        static const struct {
+            const char *name;
+            int version;
+            size_t offset;
+        } procs[] = {
+            {"cuFuncGetParamInfo", 12040, offsetof(kl__cuda_api, func_get_param_info)},
+            {"cuLaunchKernelEx", 12000, offsetof(kl__cuda_api, launch_kernel_ex)},
+        };
+        for (i = 0; i < sizeof procs / sizeof procs[0]; i++) {
+            void *fn = NULL;
+            int found = -1;
+            if (cb->api.get_proc_address(procs[i].name, &fn, procs[i].version, KL__CU_GET_PROC_ADDRESS_DEFAULT,
+                                         &found) == KL__CUDA_SUCCESS &&
+                found == KL__CU_GET_PROC_ADDRESS_SUCCESS && fn != NULL)
+                memcpy((char *)&cb->api + procs[i].offset, &fn, sizeof fn);
+        }
     }
     r = cb->api.device_get_count(&count);
     if (r != KL__CUDA_SUCCESS) {

@@ -82,7 +82,8 @@ extern "C" {
     X(KL_ERROR_CAPACITY, "the recording backend is full")                                   \
     X(KL_ERROR_LAYOUT_MISMATCH, "the compiled kernel's parameters differ from its spec")    \
     X(KL_ERROR_STALE_FATBIN, "the fatbin was built from another version of the spec")       \
-    X(KL_ERROR_UNSUPPORTED, "the driver or device cannot do what was asked")
+    X(KL_ERROR_UNSUPPORTED, "the driver or device cannot do what was asked")                \
+    X(KL_ERROR_CAPTURE_ACTIVE, "refused during a stream capture; load before capturing")
 
 typedef enum kl_status {
 #define KL__STATUS_ENUM(name, text) name,
@@ -136,6 +137,18 @@ typedef struct kl_check_info {
     const char *const *arg_names; /* ... their names (values come at failure) */
 } kl_check_info;
 
+/* Launch attributes a spec declares (`launch_attributes`). A launch whose
+ * kl_launch.attributes is non-NULL goes through cuLaunchKernelEx; the CUDA
+ * backend refuses, at kl_X_get, a kernel whose attributes the driver or the
+ * device cannot honour (docs/LAUNCH.md). */
+#define KL_LAUNCH_PROGRAMMATIC_SERIALIZATION 1u /* programmatic dependent launch (PDL) */
+#define KL_LAUNCH_COOPERATIVE 2u                /* grid-wide synchronisation */
+typedef struct kl_launch_attributes {
+    uint32_t cluster[3]; /* thread-block cluster, blocks per dimension; {0, 0, 0}: none */
+    uint32_t flags;      /* KL_LAUNCH_* */
+    uint32_t line, col;  /* position of launch_attributes in the spec */
+} kl_launch_attributes;
+
 /* Everything the generator knows about one launcher. */
 typedef struct kl_kernel_desc {
     const char *launcher;  /* C name without the kl_ prefix */
@@ -152,6 +165,7 @@ typedef struct kl_kernel_desc {
     const char *const *const_names; /* family constants the launcher reads */
     uint32_t num_consts;
     uint32_t max_dynamic_shared; /* opt-in above the default, 0 for none */
+    const kl_launch_attributes *attributes; /* NULL: plain launches */
 } kl_kernel_desc;
 
 /* ---- modules, kernels, backends --------------------------------------- */
@@ -189,6 +203,7 @@ typedef struct kl_launch {
     uint32_t shared_bytes;
     kl_stream stream;
     void **args; /* one pointer per kernel argument, as cuLaunchKernel takes them */
+    const kl_launch_attributes *attributes; /* the desc's; NULL: a plain launch */
 } kl_launch;
 
 typedef struct kl_func_attrs {

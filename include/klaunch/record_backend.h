@@ -55,6 +55,10 @@ typedef struct kl_record {
     const char *entry;          /* desc->entry */
     uint32_t grid[3], block[3], shared_bytes;
     kl_stream stream;
+    /* Launch attributes as cuLaunchKernelEx would have received them:
+     * cluster {0, 0, 0} and flags 0 for a plain cuLaunchKernel launch. */
+    uint32_t cluster[3];
+    uint32_t attribute_flags; /* KL_LAUNCH_* */
     uint32_t arg_bytes;                      /* desc->param_bytes */
     unsigned char args[KL_RECORD_ARG_BYTES]; /* argument i's bytes at desc->params[i].offset, padding zero; bytes past arg_bytes unspecified */
 } kl_record;
@@ -183,6 +187,8 @@ static kl_status kl__record_launch(const kl_backend *be, const kl_launch *launch
     }
     r->shared_bytes = launch->shared_bytes;
     r->stream = launch->stream;
+    for (i = 0; i < 3; i++) r->cluster[i] = launch->attributes ? launch->attributes->cluster[i] : 0u;
+    r->attribute_flags = launch->attributes ? launch->attributes->flags : 0u;
     r->arg_bytes = desc->param_bytes;
     for (i = 0; i < desc->num_params; i++)
         memcpy(r->args + desc->params[i].offset, launch->args[i], desc->params[i].size);

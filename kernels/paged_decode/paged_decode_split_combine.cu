@@ -27,9 +27,9 @@
 
 #define PAGED_DECODE__COMBINE_THREADS 128
 
-extern "C" __global__ void __launch_bounds__(PAGED_DECODE__COMBINE_THREADS)
-paged_decode_split_combine(const float *workspace, __nv_bfloat16 *output, uint32_t num_seqs, uint32_t num_q_heads,
-                           uint32_t head_dim, uint32_t num_splits) {
+static __device__ __forceinline__ void paged_decode__combine(const float *workspace, __nv_bfloat16 *output,
+                                                             uint32_t num_seqs, uint32_t num_q_heads,
+                                                             uint32_t head_dim, uint32_t num_splits) {
     if (num_splits == 0u) return; /* the launcher's precondition */
     const uint32_t h = blockIdx.x, s = blockIdx.y;
     /* Split j's row is row0 + j * num_q_heads. */
@@ -60,4 +60,28 @@ paged_decode_split_combine(const float *workspace, __nv_bfloat16 *output, uint32
         }
         out[d] = __float2bfloat16_rn(lt > 0.0f ? o / lt : 0.0f);
     }
+}
+
+extern "C" __global__ void __launch_bounds__(PAGED_DECODE__COMBINE_THREADS)
+paged_decode_split_combine(const float *workspace, __nv_bfloat16 *output, uint32_t num_seqs, uint32_t num_q_heads,
+                           uint32_t head_dim, uint32_t num_splits) {
+    paged_decode__combine(workspace, output, num_seqs, num_q_heads, head_dim, num_splits);
+}
+
+/* paged_decode_split_combine_pdl: the same merge, launched with
+ * programmatic_serialization (a programmatic dependent launch) right after
+ * the partial kernel, whose blocks trigger griddepcontrol.launch_dependents
+ * on entry. So this grid may be resident before the partial grid has
+ * finished; griddepcontrol.wait blocks until the partial grid has completed
+ * and its workspace writes are visible, before any workspace load (the
+ * __ldg reads below come after it, so no stale line can have been cached).
+ * Below sm_90 the launcher refuses at lookup; the wait compiles to nothing
+ * there. */
+extern "C" __global__ void __launch_bounds__(PAGED_DECODE__COMBINE_THREADS)
+paged_decode_split_combine_pdl(const float *workspace, __nv_bfloat16 *output, uint32_t num_seqs,
+                               uint32_t num_q_heads, uint32_t head_dim, uint32_t num_splits) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+    paged_decode__combine(workspace, output, num_seqs, num_q_heads, head_dim, num_splits);
 }

@@ -21,6 +21,15 @@ paged_decode_split_fp8(const __nv_bfloat16 *q, const __nv_fp8_e4m3 *k_cache, con
                        uint32_t max_blocks_per_seq, uint32_t num_seqs, uint32_t num_q_heads, uint32_t num_kv_heads,
                        uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, float k_scale, float v_scale,
                        uint32_t q_stride, uint64_t cache_stride, uint32_t sliding_window, uint32_t num_splits) {
+    /* Programmatic dependent launch: a dependent grid launched with
+     * programmatic_serialization (paged_decode_split_combine_pdl) may start
+     * once every block of this grid has passed here; it waits in
+     * griddepcontrol.wait until this grid has completed and its writes are
+     * visible, so triggering before the stores is safe. A no-op without
+     * such a dependent, and below sm_90. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
     __shared__ paged_decode__plain_smem sm;
     if (head_dim == 0u || head_dim > PAGED_DECODE__MAX_HEAD_DIM || block_size == 0u || num_kv_heads == 0u ||
         num_q_heads % num_kv_heads != 0u || num_splits == 0u)

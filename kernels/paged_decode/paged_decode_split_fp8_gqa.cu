@@ -26,6 +26,15 @@ paged_decode_split_fp8_gqa(const __nv_bfloat16 *q, const __nv_fp8_e4m3 *k_cache,
                            uint32_t num_kv_heads, uint32_t head_dim, uint32_t block_size, float inv_sqrt_d,
                            float k_scale, float v_scale, uint32_t q_stride, uint64_t cache_stride,
                            uint32_t sliding_window, uint32_t num_splits) {
+    /* Programmatic dependent launch: a dependent grid launched with
+     * programmatic_serialization (paged_decode_split_combine_pdl) may start
+     * once every block of this grid has passed here; it waits in
+     * griddepcontrol.wait until this grid has completed and its writes are
+     * visible, so triggering before the stores is safe. A no-op without
+     * such a dependent, and below sm_90. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
     constexpr int NH = DECODE_GQA_PACK_WIDTH, HD = DECODE_GQA_PACK_HEAD_DIM;
     __shared__ paged_decode__gqa_smem<NH, HD> sm;
     if (head_dim != (uint32_t)HD || num_q_heads != num_kv_heads * (uint32_t)NH || block_size == 0u ||

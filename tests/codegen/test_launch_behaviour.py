@@ -20,7 +20,7 @@ import unittest
 
 import codegen_test_support as support
 
-CASES = ["minimal", "launch_only_bool", "variants_constants", "grid3d_shared", "all_launch_only"]
+CASES = ["minimal", "launch_only_bool", "variants_constants", "grid3d_shared", "all_launch_only", "launch_attributes"]
 STRICT = ["-Wall", "-Wextra", "-Werror", "-pedantic"]
 GCC = support.tool("gcc")
 GXX = support.tool("g++")

@@ -8,6 +8,7 @@
 #include "klaunch/volume.h"
 #include "klaunch/tile.h"
 #include "klaunch/fill.h"
+#include "klaunch/attrs.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -280,7 +281,49 @@ static void test_fill(void) {
     EXPECT_STATUS(kl_fill_marker_check(&k, 3000000000u), KL_ERROR_GRID_LIMIT);
 }
 
+/* attrs.yaml: launch_attributes. clustered: grid (ceil_div(n, TILE), rows),
+ * cluster (2, 1, 1), the mapping at attrs.yaml:22:7; dependent: PDL only;
+ * grid_sync: cooperative with cluster (4, 1, 1); plain: none. */
+static void test_attrs(void) {
+    const int64_t tile64[] = {64};
+    kl_kernel k = make_kernel(&kl_clustered_desc, tile64);
+    int before;
+    EXPECT(kl_clustered_desc.attributes != NULL);
+    EXPECT(kl_plain_desc.attributes == NULL);
+    EXPECT_STATUS(kl_clustered(&k, P(float, 0x1000), 256, 3, NULL), KL_SUCCESS);
+    EXPECT(geometry(4, 3, 1, 128, 1, 1, 0));
+    EXPECT(last.attributes == kl_clustered_desc.attributes);
+    EXPECT(last.attributes != NULL && last.attributes->cluster[0] == 2 && last.attributes->cluster[1] == 1 &&
+           last.attributes->cluster[2] == 1 && last.attributes->flags == 0);
+    before = launches;
+    /* 192 / 64 = 3 blocks: not a whole number of 2-block clusters. */
+    EXPECT_STATUS(kl_clustered(&k, P(float, 0x1000), 192, 3, NULL), KL_ERROR_GRID_LIMIT);
+    EXPECT_MESSAGE("KL_ERROR_GRID_LIMIT: kl_clustered: grid (3, 3, 1) is not a whole number of clusters of (2, 1, 1) "
+                   "blocks [attrs.yaml:22:7]");
+    EXPECT(launches == before);
+    EXPECT_STATUS(kl_clustered_check(&k, P(float, 0x1000), 192, 3), KL_ERROR_GRID_LIMIT);
+    /* An empty grid is still an empty launch. */
+    EXPECT_STATUS(kl_clustered(&k, P(float, 0x1000), 0, 3, NULL), KL_SUCCESS);
+    EXPECT(launches == before);
+
+    k = make_kernel(&kl_dependent_desc, NULL);
+    EXPECT_STATUS(kl_dependent(&k, P(const float, 0x2000), 7, NULL), KL_SUCCESS);
+    EXPECT(geometry(7, 1, 1, 256, 1, 1, 0));
+    EXPECT(last.attributes != NULL && last.attributes->flags == KL_LAUNCH_PROGRAMMATIC_SERIALIZATION &&
+           last.attributes->cluster[0] == 0);
+
+    k = make_kernel(&kl_grid_sync_desc, NULL);
+    EXPECT_STATUS(kl_grid_sync(&k, P(float, 0x3000), NULL), KL_SUCCESS);
+    EXPECT(last.attributes != NULL && last.attributes->flags == KL_LAUNCH_COOPERATIVE &&
+           last.attributes->cluster[0] == 4 && last.attributes->cluster[1] == 1);
+
+    k = make_kernel(&kl_plain_desc, NULL);
+    EXPECT_STATUS(kl_plain(&k, P(float, 0x4000), NULL), KL_SUCCESS);
+    EXPECT(last.attributes == NULL);
+}
+
 int main(void) {
+    test_attrs();
     test_scale();
     test_volume();
     test_tile();

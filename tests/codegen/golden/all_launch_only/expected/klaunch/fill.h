@@ -103,7 +103,7 @@ static const kl_kernel_desc kl_fill_marker_desc = {
     NULL, 0, 0,
     kl__fill_marker_checks, 3,
     NULL, 0,
-    0};
+    0, NULL};
 
 /* Looks kl_fill_marker's kernel up in a loaded fill module. */
 static inline kl_status kl_fill_marker_get(kl_kernel *kernel, const kl_module *module) {
@@ -136,6 +136,7 @@ static inline kl_status kl__fill_marker_prepare(const kl_kernel *kernel, uint32_
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
 }

@@ -138,7 +138,7 @@ static const kl_kernel_desc kl_stencil3d_desc = {
     kl_stencil3d_params, 10, 56,
     kl__stencil3d_checks, 11,
     kl__stencil3d_consts, 1,
-    0};
+    0, NULL};
 
 /* Looks kl_stencil3d's kernel up in a loaded volume module. */
 static inline kl_status kl_stencil3d_get(kl_kernel *kernel, const kl_module *module) {
@@ -252,6 +252,7 @@ static inline kl_status kl__stencil3d_prepare(const kl_kernel *kernel, const flo
         return kl__x_fail_value(kl__desc, 10, kl__values, kl__err, kl__v, kernel->max_dynamic_shared, KL_ERROR_SHARED_MEMORY_LIMIT);
     }
     kl__launch->shared_bytes = (uint32_t)kl__v;
+    kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
 }

@@ -124,7 +124,7 @@ static const kl_kernel_desc kl_scale_rows_desc = {
     kl_scale_rows_params, 7, 44,
     kl__scale_rows_checks, 6,
     NULL, 0,
-    0};
+    0, NULL};
 
 /* Looks kl_scale_rows's kernel up in a loaded scale module. */
 static inline kl_status kl_scale_rows_get(kl_kernel *kernel, const kl_module *module) {
@@ -182,6 +182,7 @@ static inline kl_status kl__scale_rows_prepare(const kl_kernel *kernel, const vo
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
 }

@@ -114,7 +114,7 @@ static const kl_kernel_desc kl_tile_rows_desc = {
     kl_tile_rows_params, 4, 24,
     kl__tile_rows_checks, 5,
     kl__tile_rows_consts, 1,
-    102400u};
+    102400u, NULL};
 
 /* Looks kl_tile_rows's kernel up in a loaded tiles module. */
 static inline kl_status kl_tile_rows_get(kl_kernel *kernel, const kl_module *module) {
@@ -166,6 +166,7 @@ static inline kl_status kl__tile_rows_prepare(const kl_kernel *kernel, const kl_
         return kl__x_fail_value(kl__desc, 4, kl__values, kl__err, kl__v, kernel->max_dynamic_shared, KL_ERROR_SHARED_MEMORY_LIMIT);
     }
     kl__launch->shared_bytes = (uint32_t)kl__v;
+    kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
 }
@@ -215,7 +216,7 @@ static const kl_kernel_desc kl_tile_fixed_desc = {
     kl_tile_fixed_params, 3, 20,
     kl__tile_fixed_checks, 4,
     NULL, 0,
-    65536u};
+    65536u, NULL};
 
 /* Looks kl_tile_fixed's kernel up in a loaded tiles module. */
 static inline kl_status kl_tile_fixed_get(kl_kernel *kernel, const kl_module *module) {
@@ -256,6 +257,7 @@ static inline kl_status kl__tile_fixed_prepare(const kl_kernel *kernel, const kl
         return kl__x_fail_value(kl__desc, 3, NULL, KL_SUCCESS, kl__v, kernel->max_dynamic_shared, KL_ERROR_SHARED_MEMORY_LIMIT);
     }
     kl__launch->shared_bytes = (uint32_t)kl__v;
+    kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
 }
@@ -302,7 +304,7 @@ static const kl_kernel_desc kl_tile_default_desc = {
     kl_tile_default_params, 2, 12,
     kl__tile_default_checks, 4,
     NULL, 0,
-    0};
+    0, NULL};
 
 /* Looks kl_tile_default's kernel up in a loaded tiles module. */
 static inline kl_status kl_tile_default_get(kl_kernel *kernel, const kl_module *module) {
@@ -341,6 +343,7 @@ static inline kl_status kl__tile_default_prepare(const kl_kernel *kernel, kl_bf1
         return kl__x_fail_value(kl__desc, 3, NULL, KL_SUCCESS, kl__v, kernel->max_dynamic_shared, KL_ERROR_SHARED_MEMORY_LIMIT);
     }
     kl__launch->shared_bytes = (uint32_t)kl__v;
+    kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
 }

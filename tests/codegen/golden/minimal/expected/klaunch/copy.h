@@ -114,7 +114,7 @@ static const kl_kernel_desc kl_copy_f32_desc = {
     kl_copy_f32_params, 3, 20,
     kl__copy_f32_checks, 3,
     NULL, 0,
-    0};
+    0, NULL};
 
 /* Looks kl_copy_f32's kernel up in a loaded copy module. */
 static inline kl_status kl_copy_f32_get(kl_kernel *kernel, const kl_module *module) {
@@ -150,6 +150,7 @@ static inline kl_status kl__copy_f32_prepare(const kl_kernel *kernel, const floa
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
 }

@@ -121,7 +121,7 @@ static const kl_kernel_desc kl_tile_attn_desc = {
     kl_tile_attn_params, 5, 28,
     kl__tile_attn_checks, 6,
     kl__tile_attn_consts, 2,
-    0};
+    0, NULL};
 
 /* Looks kl_tile_attn's kernel up in a loaded tile module. */
 static inline kl_status kl_tile_attn_get(kl_kernel *kernel, const kl_module *module) {
@@ -187,6 +187,7 @@ static inline kl_status kl__tile_attn_prepare(const kl_kernel *kernel, const kl_
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
 }
@@ -235,7 +236,7 @@ static const kl_kernel_desc kl_tile_fill_desc = {
     kl_tile_fill_params, 2, 12,
     kl__tile_fill_checks, 3,
     NULL, 0,
-    0};
+    0, NULL};
 
 /* Looks kl_tile_fill's kernel up in a loaded tile module. */
 static inline kl_status kl_tile_fill_get(kl_kernel *kernel, const kl_module *module) {
@@ -270,6 +271,7 @@ static inline kl_status kl__tile_fill_prepare(const kl_kernel *kernel, uint8_t *
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
 }
