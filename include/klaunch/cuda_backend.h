@@ -178,6 +178,8 @@ kl_status kl_cuda_backend_make_current(kl_cuda_backend *cb);
  * KL_CUDA_MAX_GUARDED_STREAMS streams; register them before sharing the
  * backend between threads. */
 kl_status kl_cuda_backend_guard_stream(kl_cuda_backend *cb, kl_stream stream);
+/* Stops guarding `stream` (do so before destroying it); no-op if unguarded. */
+void kl_cuda_backend_unguard_stream(kl_cuda_backend *cb, kl_stream stream);
 /* KL_ERROR_CAPTURE_ACTIVE naming `what` when `stream` is capturing (or its
  * capture was invalidated), else KL_SUCCESS. */
 kl_status kl_cuda_stream_check_not_capturing(kl_cuda_backend *cb, kl_stream stream, const char *what);
@@ -612,6 +614,18 @@ kl_status kl_cuda_backend_guard_stream(kl_cuda_backend *cb, kl_stream stream) {
                         cb->num_guarded);
     cb->guarded[cb->num_guarded++] = stream;
     return KL_SUCCESS;
+}
+
+void kl_cuda_backend_unguard_stream(kl_cuda_backend *cb, kl_stream stream) {
+    int i;
+    if (cb == NULL) return;
+    for (i = 0; i < cb->num_guarded; i++) {
+        if (cb->guarded[i] == stream) {
+            cb->guarded[i] = cb->guarded[--cb->num_guarded];
+            cb->guarded[cb->num_guarded] = NULL;
+            return;
+        }
+    }
 }
 
 kl_status kl_cuda_backend_make_current(kl_cuda_backend *cb) {
