@@ -29,6 +29,13 @@
 //   window        sliding window 4096 over 32 sequences of 8192, 16384 and
 //                 32768 positions (bf16, dispatch): the time should not
 //                 depend on the total length (max / min reported).
+//   pdl           split-KV partial (bf16 GQA) + combine on one stream, the
+//                 combine launched plainly (paged_decode_split_combine) or as
+//                 a programmatic dependent launch
+//                 (paged_decode_split_combine_pdl, sm_90+): 1 x 32768 and
+//                 1 x 2048 at the rule's split count, 32 x 4096 at 4 splits;
+//                 the gain is plain time / PDL time. The PDL output must
+//                 equal the plain one bit for bit (else exit 1).
 // Correctness guard: the split path's output is compared with the seed
 // kernel's on the same inputs (relative difference < 1e-2), else exit 1.
 // Prints a table and, with --json, writes the numbers to FILE. Exit 1 on
@@ -66,6 +73,8 @@ typedef int (*EventSyncFn)(void *event);
 typedef int (*EventElapsedFn)(float *ms, void *start, void *end);
 typedef int (*EventDestroyFn)(void *event);
 typedef int (*MemcpyDtoDFn)(unsigned long long dst, unsigned long long src, size_t bytes);
+typedef int (*StreamCreateFn)(kl_stream *stream, unsigned flags);
+typedef int (*StreamDestroyFn)(kl_stream stream);
 
 struct Driver {
     EventCreateFn event_create;
@@ -74,6 +83,8 @@ struct Driver {
     EventElapsedFn event_elapsed;
     EventDestroyFn event_destroy;
     MemcpyDtoDFn memcpy_dtod;
+    StreamCreateFn stream_create;
+    StreamDestroyFn stream_destroy;
 } g_drv;
 
 [[noreturn]] void die(const std::string &what) {
@@ -107,6 +118,8 @@ void init_driver() {
     g_drv.event_elapsed = symbol<EventElapsedFn>("cuEventElapsedTime_v2", "cuEventElapsedTime");
     g_drv.event_destroy = symbol<EventDestroyFn>("cuEventDestroy_v2", "cuEventDestroy");
     g_drv.memcpy_dtod = symbol<MemcpyDtoDFn>("cuMemcpyDtoD_v2");
+    g_drv.stream_create = symbol<StreamCreateFn>("cuStreamCreate");
+    g_drv.stream_destroy = symbol<StreamDestroyFn>("cuStreamDestroy_v2", "cuStreamDestroy");
 }
 
 uint32_t sm_count() {
@@ -149,8 +162,9 @@ struct Buf {
 int g_runs = 40;
 constexpr int kWarmup = 5;
 
-// Median microseconds of launch(run index), each run between two events.
-double median_us(const std::function<void(int)> &launch) {
+// Median microseconds of launch(run index), each run between two events
+// recorded on `stream` (the legacy stream by default).
+double median_us(const std::function<void(int)> &launch, kl_stream stream = nullptr) {
     std::vector<void *> start(g_runs), stop(g_runs);
     for (int i = 0; i < g_runs; i++) {
         cu(g_drv.event_create(&start[i], 0), "cuEventCreate");
@@ -158,9 +172,9 @@ double median_us(const std::function<void(int)> &launch) {
     }
     for (int i = 0; i < kWarmup; i++) launch(i);
     for (int i = 0; i < g_runs; i++) {
-        cu(g_drv.event_record(start[i], nullptr), "cuEventRecord");
+        cu(g_drv.event_record(start[i], stream), "cuEventRecord");
         launch(kWarmup + i);
-        cu(g_drv.event_record(stop[i], nullptr), "cuEventRecord");
+        cu(g_drv.event_record(stop[i], stream), "cuEventRecord");
     }
     cu(g_drv.event_sync(stop[g_runs - 1]), "cuEventSynchronize");
     ok(kl_cuda_synchronize(&g_cuda), "a benchmarked launch");
@@ -281,7 +295,7 @@ Problem make_problem(const Shape &s, uint32_t max_splits) {
 // ---- kernels --------------------------------------------------------------------------
 
 struct Kernels {
-    kl_kernel attn_bf16, attn_fp8, split_bf16, split_fp8, combine;
+    kl_kernel attn_bf16, attn_fp8, split_bf16, split_fp8, combine, combine_pdl;
 } g_k;
 
 void launch_seed(const Problem &p, int run) {
@@ -320,6 +334,27 @@ void launch_split(const Problem &p, int run, uint32_t splits) {
     ok(kl_paged_decode_split_combine(&g_k.combine, p.ws.as<float>(), p.out.as<kl_bf16>(), s.num_seqs, kNq, kHd,
                                      splits, p.ws_bytes, nullptr),
        "kl_paged_decode_split_combine");
+}
+
+// Partial + combine on `stream`, the combine plain or as a programmatic
+// dependent launch (the partial kernels trigger it on entry; it waits in
+// griddepcontrol.wait for the partial grid's completion).
+void launch_pair(const Problem &p, int run, uint32_t splits, bool pdl, kl_stream stream) {
+    const CacheSet &c = p.sets[run % p.sets.size()];
+    const Shape &s = p.shape;
+    ok(kl_paged_decode_split_bf16_gqa(&g_k.split_bf16, p.q.as<kl_bf16>(), c.k.as<kl_bf16>(), c.v.as<kl_bf16>(),
+                                      p.ws.as<float>(), c.tables.as<int32_t>(), p.lens.as<int32_t>(), p.blocks_per_seq,
+                                      s.num_seqs, kNq, kNkv, kHd, kBs, kInvSqrtD, kNq * kHd, s.window, splits,
+                                      p.ws_bytes, stream),
+       "kl_paged_decode_split_bf16_gqa");
+    if (pdl)
+        ok(kl_paged_decode_split_combine_pdl(&g_k.combine_pdl, p.ws.as<float>(), p.out.as<kl_bf16>(), s.num_seqs, kNq,
+                                             kHd, splits, p.ws_bytes, stream),
+           "kl_paged_decode_split_combine_pdl");
+    else
+        ok(kl_paged_decode_split_combine(&g_k.combine, p.ws.as<float>(), p.out.as<kl_bf16>(), s.num_seqs, kNq, kHd,
+                                         splits, p.ws_bytes, stream),
+           "kl_paged_decode_split_combine");
 }
 
 uint32_t rule(const Problem &p) {
@@ -490,6 +525,56 @@ int main(int argc, char **argv) {
                 window_us[0], window_us[1], window_us[2], wmax / wmin);
     json_num("window_max_over_min", wmax / wmin);
 
+    // ---- programmatic dependent launch: partial + combine, plain vs PDL
+    bool pdl_failed = false;
+    if (kl_paged_decode_split_combine_pdl_get(&g_k.combine_pdl, &mod) != KL_SUCCESS) {
+        std::printf("pdl       not measured: %s\n", kl_last_error_message());
+        json_num("pdl_supported", 0);
+    } else {
+        json_num("pdl_supported", 1);
+        kl_stream stream = nullptr;
+        cu(g_drv.stream_create(&stream, 0), "cuStreamCreate");
+        struct PdlCase {
+            const char *key;
+            Shape shape;
+            uint32_t splits;  // 0: the rule's count
+        };
+        const PdlCase pdl_cases[] = {
+            {"long_seq", Shape{1, 32768, 0, false}, 0},
+            {"short_seq", Shape{1, 2048, 0, false}, 0},
+            {"gqa_bf16", Shape{32, 4096, 0, false}, 4},
+        };
+        for (const PdlCase &pc : pdl_cases) {
+            Problem p = make_problem(pc.shape, KL_PAGED_DECODE_MAX_SPLITS);
+            uint32_t n = pc.splits ? pc.splits : rule(p);
+            if (n < 2) n = 2;  // a split path needs a combine
+            const std::string k = std::string("pdl_") + pc.key;
+            // Bit for bit: the same partial, the same combine code.
+            launch_pair(p, 0, n, false, stream);
+            ok(kl_cuda_synchronize(&g_cuda), "partial + combine");
+            const std::vector<float> plain_out = download_out(p);
+            ok(kl_cuda_memset_d8(&g_cuda, p.out.p, 0xFF, p.out.bytes), "poisoning the output");
+            ok(kl_cuda_memset_d8(&g_cuda, p.ws.p, 0xFF, p.ws.bytes), "poisoning the workspace");
+            launch_pair(p, 0, n, true, stream);
+            ok(kl_cuda_synchronize(&g_cuda), "partial + PDL combine");
+            const std::vector<float> pdl_out = download_out(p);
+            const bool same = std::memcmp(plain_out.data(), pdl_out.data(), plain_out.size() * sizeof(float)) == 0;
+            const double plain_us = median_us([&](int run) { launch_pair(p, run, n, false, stream); }, stream);
+            const double pdl_us = median_us([&](int run) { launch_pair(p, run, n, true, stream); }, stream);
+            std::printf("pdl       %u seqs x %u, %u splits: partial + combine %8.1f us, + PDL combine %8.1f us, "
+                        "gain %.3fx (%+.1f us)%s\n",
+                        p.shape.num_seqs, p.shape.seq_len, n, plain_us, pdl_us, plain_us / pdl_us, pdl_us - plain_us,
+                        same ? "" : "  OUTPUT DIFFERS FROM THE PLAIN COMBINE'S");
+            json_num(k + "_splits", n);
+            json_num(k + "_plain_us", plain_us);
+            json_num(k + "_pdl_us", pdl_us);
+            json_num(k + "_gain", plain_us / pdl_us);
+            json_num(k + "_bitwise_equal", same ? 1 : 0);
+            if (!same) pdl_failed = true;
+        }
+        cu(g_drv.stream_destroy(stream), "cuStreamDestroy");
+    }
+
     kl_module_unload(&mod);
     if (json_path != nullptr) {
         FILE *f = std::fopen(json_path, "w");
@@ -497,5 +582,6 @@ int main(int argc, char **argv) {
         std::fprintf(f, "{\n%s\n}\n", g_json.str().c_str());
         std::fclose(f);
     }
+    if (pdl_failed) die("the PDL combine's output differs from the plain combine's");
     return 0;
 }

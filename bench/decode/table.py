@@ -48,6 +48,17 @@ def main():
         row("window 4096 over %d: time (us)" % n, b["window4096_len%d_dispatch_us" % n], "{:.1f}")
     row("window 4096: max / min time over 8192..32768 (flat)", b["window_max_over_min"], "{:.3f}", 1.1,
         higher_is_better=False)
+    if b.get("pdl_supported"):
+        for key, label in (("long_seq", "1 x 32768"), ("short_seq", "1 x 2048"), ("gqa_bf16", "32 x 4096")):
+            if "pdl_%s_gain" % key not in b:
+                continue
+            n = b["pdl_%s_splits" % key]
+            row("PDL %s (%d splits): partial + combine, plain (us)" % (label, n), b["pdl_%s_plain_us" % key], "{:.1f}")
+            row("PDL %s (%d splits): partial + PDL combine (us)" % (label, n), b["pdl_%s_pdl_us" % key], "{:.1f}")
+            row("PDL %s: gain, plain / PDL time%s" % (label, "" if b.get("pdl_%s_bitwise_equal" % key) else
+                                                     " (OUTPUT DIFFERS)"), b["pdl_%s_gain" % key], "{:.3f}")
+    elif "pdl_supported" in b:
+        rows.append(("PDL (programmatic dependent launch)", "n/a", "", "needs sm_90+"))
     if t is not None:
         if t.get("ok"):
             row("torch SDPA (%s) 32 x 4096 bf16: K+V GB/s" % t["best"], t["best_kv_gbps"], "{:.0f}")
