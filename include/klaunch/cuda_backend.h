@@ -30,8 +30,18 @@
  *   the helpers push it for their own duration, so they work from any
  *   thread. A launch does nothing but call cuLaunchKernel: launch from a
  *   thread where the primary context is current (init's thread, or any
- *   thread the CUDA runtime has used on this device), or get
- *   KL_ERROR_LAUNCH_FAILED naming CUDA_ERROR_INVALID_CONTEXT.
+ *   thread the CUDA runtime has used on this device; or call
+ *   kl_cuda_backend_make_current), or get KL_ERROR_LAUNCH_FAILED naming
+ *   CUDA_ERROR_INVALID_CONTEXT. One backend per device: handles belong to
+ *   the backend's device. Load and look kernels up before a stream capture;
+ *   kl_cuda_backend_guard_stream makes loads and lookups refuse with
+ *   KL_ERROR_CAPTURE_ACTIVE during one (docs/LAUNCH.md).
+ *
+ * LAUNCH ATTRIBUTES
+ *   A launcher with launch_attributes (cluster, programmatic serialization,
+ *   cooperative) launches through cuLaunchKernelEx; its kl_X_get fails with
+ *   KL_ERROR_UNSUPPORTED where the driver or device cannot honour them, so
+ *   launches never fall back to a plain launch nor query the device.
  *
  * ERROR REPORTING
  *   As klaunch.h: every function returns a kl_status and keeps the message,
