@@ -22,76 +22,14 @@
 
 #include "klaunch/klaunch.h"
 
-#if KL_RUNTIME_ABI != 1
-#error "klaunch/paged_decode.h was generated for klaunch runtime ABI 1; regenerate it: ./bazelw run //:generate"
+#if KL_RUNTIME_ABI != 2
+#error "klaunch/paged_decode.h was generated for klaunch runtime ABI 2; regenerate it: ./bazelw run //:generate"
 #endif
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#ifndef KL__LAUNCH_EXPR_HELPERS_1
-#define KL__LAUNCH_EXPR_HELPERS_1
-/* Launch expressions are unsigned 64-bit; these record the first overflow
- * or division by zero in *err (so one test follows a whole expression) and
- * never trap. Shared by every generated header, hence the guard. */
-static inline uint64_t kl__x_add(uint64_t a, uint64_t b, kl_status *err) {
-    uint64_t r;
-    if (kl__add(a, b, &r) && *err == KL_SUCCESS) *err = KL_ERROR_OVERFLOW;
-    return r;
-}
-static inline uint64_t kl__x_sub(uint64_t a, uint64_t b, kl_status *err) {
-    uint64_t r;
-    if (kl__sub(a, b, &r) && *err == KL_SUCCESS) *err = KL_ERROR_OVERFLOW;
-    return r;
-}
-static inline uint64_t kl__x_mul(uint64_t a, uint64_t b, kl_status *err) {
-    uint64_t r;
-    if (kl__mul(a, b, &r) && *err == KL_SUCCESS) *err = KL_ERROR_OVERFLOW;
-    return r;
-}
-static inline uint64_t kl__x_div(uint64_t a, uint64_t b, kl_status *err) {
-    if (b == 0) {
-        if (*err == KL_SUCCESS) *err = KL_ERROR_DIVISION_BY_ZERO;
-        return 0;
-    }
-    return a / b;
-}
-static inline uint64_t kl__x_mod(uint64_t a, uint64_t b, kl_status *err) {
-    if (b == 0) {
-        if (*err == KL_SUCCESS) *err = KL_ERROR_DIVISION_BY_ZERO;
-        return 0;
-    }
-    return a % b;
-}
-/* a / b rounded up, without the a + b - 1 that can overflow. */
-static inline uint64_t kl__x_ceil_div(uint64_t a, uint64_t b, kl_status *err) {
-    if (b == 0) {
-        if (*err == KL_SUCCESS) *err = KL_ERROR_DIVISION_BY_ZERO;
-        return 0;
-    }
-    return a / b + (a % b != 0);
-}
-static inline uint64_t kl__x_max(uint64_t a, uint64_t b) { return a > b ? a : b; }
-static inline uint64_t kl__x_min(uint64_t a, uint64_t b) { return a < b ? a : b; }
-/* A signed value (i32 parameter, variant constant) read as unsigned. */
-static inline uint64_t kl__x_signed(int64_t v, kl_status *err) {
-    if (v < 0 && *err == KL_SUCCESS) *err = KL_ERROR_OVERFLOW;
-    return (uint64_t)v;
-}
-/* Failure of a grid, block or shared-memory value: its expression's own
- * error, else the 32-bit field, else a zero block extent, else the limit. */
-static inline kl_status kl__x_fail_value(const kl_kernel_desc *desc, uint32_t check, const uint64_t *values,
-                                         kl_status err, uint64_t value, uint64_t limit, kl_status limit_status) {
-    const kl_check_info *c = &desc->checks[check];
-    if (err != KL_SUCCESS) return kl__fail_check(desc, err, check, values, 0, 0, 0);
-    if (value > 4294967295u) return kl__fail_check(desc, KL_ERROR_OVERFLOW, check, values, 1, value, 4294967295u);
-    if (value == 0)
-        return kl__fail(limit_status, "kl_%s: %s = %s is 0; a block needs at least one thread [%s:%u:%u]",
-                        desc->launcher, c->what, c->expr, desc->spec_file, (unsigned)c->line, (unsigned)c->col);
-    return kl__fail_check(desc, limit_status, check, values, 1, value, limit);
-}
-#endif /* KL__LAUNCH_EXPR_HELPERS_1 */
 
 /* ==== kl_paged_decode_attn_bf16 ================================================ */
 /*
