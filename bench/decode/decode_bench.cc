@@ -61,65 +61,25 @@
 
 #include "kernels/paged_decode_fatbins.h"
 
+#define KL_BENCH_PROGRAM "decode_bench"
+#include "bench/common/bench_driver.h"
+
 namespace {
 
 // ---- the driver ------------------------------------------------------------------
 
-kl_cuda_backend g_cuda;
-
-typedef int (*EventCreateFn)(void **event, unsigned flags);
-typedef int (*EventRecordFn)(void *event, kl_stream stream);
-typedef int (*EventSyncFn)(void *event);
-typedef int (*EventElapsedFn)(float *ms, void *start, void *end);
-typedef int (*EventDestroyFn)(void *event);
-typedef int (*MemcpyDtoDFn)(unsigned long long dst, unsigned long long src, size_t bytes);
+// What only this program calls beyond bench_driver.h's g_drv: a stream of
+// its own for the PDL pair.
 typedef int (*StreamCreateFn)(kl_stream *stream, unsigned flags);
 typedef int (*StreamDestroyFn)(kl_stream stream);
 
-struct Driver {
-    EventCreateFn event_create;
-    EventRecordFn event_record;
-    EventSyncFn event_sync;
-    EventElapsedFn event_elapsed;
-    EventDestroyFn event_destroy;
-    MemcpyDtoDFn memcpy_dtod;
-    StreamCreateFn stream_create;
-    StreamDestroyFn stream_destroy;
-} g_drv;
+StreamCreateFn g_stream_create;
+StreamDestroyFn g_stream_destroy;
 
-[[noreturn]] void die(const std::string &what) {
-    std::fprintf(stderr, "decode_bench: %s\n", what.c_str());
-    std::exit(1);
-}
-
-void ok(kl_status st, const std::string &what) {
-    if (st != KL_SUCCESS) die(what + ": " + kl_last_error_message());
-}
-
-void cu(int r, const char *what) {
-    if (r != 0) die(std::string(what) + " failed with CUresult " + std::to_string(r));
-}
-
-template <class F>
-F symbol(const char *name, const char *fallback = nullptr) {
-    void *p = kl_cuda_backend_symbol(&g_cuda, name);
-    if (p == nullptr && fallback != nullptr) p = kl_cuda_backend_symbol(&g_cuda, fallback);
-    if (p == nullptr) die(std::string("the driver lacks ") + name);
-    F f;
-    std::memcpy(&f, &p, sizeof f);
-    return f;
-}
-
-void init_driver() {
-    ok(kl_cuda_backend_init(&g_cuda, 0), "kl_cuda_backend_init");
-    g_drv.event_create = symbol<EventCreateFn>("cuEventCreate");
-    g_drv.event_record = symbol<EventRecordFn>("cuEventRecord");
-    g_drv.event_sync = symbol<EventSyncFn>("cuEventSynchronize");
-    g_drv.event_elapsed = symbol<EventElapsedFn>("cuEventElapsedTime_v2", "cuEventElapsedTime");
-    g_drv.event_destroy = symbol<EventDestroyFn>("cuEventDestroy_v2", "cuEventDestroy");
-    g_drv.memcpy_dtod = symbol<MemcpyDtoDFn>("cuMemcpyDtoD_v2");
-    g_drv.stream_create = symbol<StreamCreateFn>("cuStreamCreate");
-    g_drv.stream_destroy = symbol<StreamDestroyFn>("cuStreamDestroy_v2", "cuStreamDestroy");
+void init_decode_driver() {
+    init_driver();
+    g_stream_create = symbol<StreamCreateFn>("cuStreamCreate");
+    g_stream_destroy = symbol<StreamDestroyFn>("cuStreamDestroy_v2", "cuStreamDestroy");
 }
 
 uint32_t sm_count() {
@@ -129,65 +89,14 @@ uint32_t sm_count() {
     return static_cast<uint32_t>(v);
 }
 
-// Device memory, freed on destruction.
-struct Buf {
-    void *p = nullptr;
-    size_t bytes = 0;
-    Buf() = default;
-    explicit Buf(size_t n) : bytes(n) { ok(kl_cuda_malloc(&g_cuda, &p, n), "cuMemAlloc of " + std::to_string(n)); }
-    ~Buf() {
-        if (p) kl_cuda_free(&g_cuda, p);
-    }
-    Buf(const Buf &) = delete;
-    Buf &operator=(const Buf &) = delete;
-    Buf(Buf &&o) noexcept : p(o.p), bytes(o.bytes) { o.p = nullptr; }
-    Buf &operator=(Buf &&o) noexcept {
-        if (this != &o) {
-            if (p) kl_cuda_free(&g_cuda, p);
-            p = o.p;
-            bytes = o.bytes;
-            o.p = nullptr;
-        }
-        return *this;
-    }
-    template <class T>
-    T *as() const {
-        return static_cast<T *>(p);
-    }
-    unsigned long long addr() const { return reinterpret_cast<uintptr_t>(p); }
-};
-
 // ---- timing ------------------------------------------------------------------------
 
 int g_runs = 40;
 constexpr int kWarmup = 5;
 
-// Median microseconds of launch(run index), each run between two events
-// recorded on `stream` (the legacy stream by default).
+// bench_driver.h's median at this program's run and warm-up counts.
 double median_us(const std::function<void(int)> &launch, kl_stream stream = nullptr) {
-    std::vector<void *> start(g_runs), stop(g_runs);
-    for (int i = 0; i < g_runs; i++) {
-        cu(g_drv.event_create(&start[i], 0), "cuEventCreate");
-        cu(g_drv.event_create(&stop[i], 0), "cuEventCreate");
-    }
-    for (int i = 0; i < kWarmup; i++) launch(i);
-    for (int i = 0; i < g_runs; i++) {
-        cu(g_drv.event_record(start[i], stream), "cuEventRecord");
-        launch(kWarmup + i);
-        cu(g_drv.event_record(stop[i], stream), "cuEventRecord");
-    }
-    cu(g_drv.event_sync(stop[g_runs - 1]), "cuEventSynchronize");
-    ok(kl_cuda_synchronize(&g_cuda), "a benchmarked launch");
-    std::vector<double> us(g_runs);
-    for (int i = 0; i < g_runs; i++) {
-        float ms = 0.0f;
-        cu(g_drv.event_elapsed(&ms, start[i], stop[i]), "cuEventElapsedTime");
-        us[i] = 1000.0 * ms;
-        g_drv.event_destroy(start[i]);
-        g_drv.event_destroy(stop[i]);
-    }
-    std::sort(us.begin(), us.end());
-    return g_runs % 2 ? us[g_runs / 2] : 0.5 * (us[g_runs / 2 - 1] + us[g_runs / 2]);
+    return median_us(launch, g_runs, kWarmup, stream);
 }
 
 // ---- data ---------------------------------------------------------------------------
@@ -429,7 +338,7 @@ int main(int argc, char **argv) {
         else
             die(std::string("unknown argument ") + argv[i] + " (decode_bench [--json FILE] [--runs N])");
     }
-    init_driver();
+    init_decode_driver();
     char name[256] = "?";
     kl_cuda_device_name(&g_cuda, name, sizeof name);
     const uint32_t sms = sm_count();
@@ -533,7 +442,7 @@ int main(int argc, char **argv) {
     } else {
         json_num("pdl_supported", 1);
         kl_stream stream = nullptr;
-        cu(g_drv.stream_create(&stream, 0), "cuStreamCreate");
+        cu(g_stream_create(&stream, 0), "cuStreamCreate");
         struct PdlCase {
             const char *key;
             Shape shape;
@@ -572,7 +481,7 @@ int main(int argc, char **argv) {
             json_num(k + "_bitwise_equal", same ? 1 : 0);
             if (!same) pdl_failed = true;
         }
-        cu(g_drv.stream_destroy(stream), "cuStreamDestroy");
+        cu(g_stream_destroy(stream), "cuStreamDestroy");
     }
 
     kl_module_unload(&mod);

@@ -49,88 +49,22 @@
 
 #include "kernels/mla_prefill_fatbins.h"
 
+#define KL_BENCH_PROGRAM "mla_bench"
+#include "bench/common/bench_driver.h"
+
 namespace {
 
 // ---- the driver --------------------------------------------------------------------
 
-kl_cuda_backend g_cuda;
-
-typedef int (*EventCreateFn)(void **event, unsigned flags);
-typedef int (*EventRecordFn)(void *event, kl_stream stream);
-typedef int (*EventSyncFn)(void *event);
-typedef int (*EventElapsedFn)(float *ms, void *start, void *end);
-typedef int (*EventDestroyFn)(void *event);
-typedef int (*MemcpyDtoDFn)(unsigned long long dst, unsigned long long src, size_t bytes);
+// What only this program calls beyond bench_driver.h's g_drv.
 typedef int (*DeviceGetNameFn)(char *name, int len, int device);
 
-struct Driver {
-    EventCreateFn event_create;
-    EventRecordFn event_record;
-    EventSyncFn event_sync;
-    EventElapsedFn event_elapsed;
-    EventDestroyFn event_destroy;
-    MemcpyDtoDFn memcpy_dtod;
-    DeviceGetNameFn device_name;
-} g_drv;
+DeviceGetNameFn g_device_name;
 
-[[noreturn]] void die(const std::string &what) {
-    std::fprintf(stderr, "mla_bench: %s\n", what.c_str());
-    std::exit(1);
+void init_mla_driver() {
+    init_driver();
+    g_device_name = symbol<DeviceGetNameFn>("cuDeviceGetName");
 }
-
-void ok(kl_status st, const std::string &what) {
-    if (st != KL_SUCCESS) die(what + ": " + kl_last_error_message());
-}
-
-void cu(int r, const char *what) {
-    if (r != 0) die(std::string(what) + " failed with CUresult " + std::to_string(r));
-}
-
-template <class F>
-F symbol(const char *name, const char *fallback = nullptr) {
-    void *p = kl_cuda_backend_symbol(&g_cuda, name);
-    if (p == nullptr && fallback != nullptr) p = kl_cuda_backend_symbol(&g_cuda, fallback);
-    if (p == nullptr) die(std::string("the driver lacks ") + name);
-    F f;
-    std::memcpy(&f, &p, sizeof f);
-    return f;
-}
-
-void init_driver() {
-    ok(kl_cuda_backend_init(&g_cuda, 0), "kl_cuda_backend_init");
-    g_drv.event_create = symbol<EventCreateFn>("cuEventCreate");
-    g_drv.event_record = symbol<EventRecordFn>("cuEventRecord");
-    g_drv.event_sync = symbol<EventSyncFn>("cuEventSynchronize");
-    g_drv.event_elapsed = symbol<EventElapsedFn>("cuEventElapsedTime_v2", "cuEventElapsedTime");
-    g_drv.event_destroy = symbol<EventDestroyFn>("cuEventDestroy_v2", "cuEventDestroy");
-    g_drv.memcpy_dtod = symbol<MemcpyDtoDFn>("cuMemcpyDtoD_v2");
-    g_drv.device_name = symbol<DeviceGetNameFn>("cuDeviceGetName");
-}
-
-// Device memory, freed on destruction.
-struct Buf {
-    void *p = nullptr;
-    size_t bytes = 0;
-    Buf() = default;
-    explicit Buf(size_t n) : bytes(n) { ok(kl_cuda_malloc(&g_cuda, &p, n), "cuMemAlloc of " + std::to_string(n)); }
-    ~Buf() {
-        if (p) kl_cuda_free(&g_cuda, p);
-    }
-    Buf(const Buf &) = delete;
-    Buf &operator=(const Buf &) = delete;
-    Buf(Buf &&o) noexcept : p(o.p), bytes(o.bytes) { o.p = nullptr; }
-    Buf &operator=(Buf &&o) noexcept {
-        if (this != &o) {
-            if (p) kl_cuda_free(&g_cuda, p);
-            p = o.p;
-            bytes = o.bytes;
-            o.p = nullptr;
-        }
-        return *this;
-    }
-    kl_bf16 *bf() const { return static_cast<kl_bf16 *>(p); }
-    unsigned long long addr() const { return reinterpret_cast<uintptr_t>(p); }
-};
 
 // Fills dst with random bf16 in [-1, 1): a 32 MiB pattern copied at a
 // seed-dependent offset, so buffers of one rotation differ.
@@ -170,33 +104,6 @@ size_t rotation(size_t bytes) {
 // ---- timing ------------------------------------------------------------------------
 
 int g_runs = 30;
-
-// Median microseconds of launch(run), each run between two events.
-double median_us(const std::function<void(int)> &launch, int runs, int warmup) {
-    std::vector<void *> start(runs), stop(runs);
-    for (int i = 0; i < runs; i++) {
-        cu(g_drv.event_create(&start[i], 0), "cuEventCreate");
-        cu(g_drv.event_create(&stop[i], 0), "cuEventCreate");
-    }
-    for (int i = 0; i < warmup; i++) launch(i);
-    for (int i = 0; i < runs; i++) {
-        cu(g_drv.event_record(start[i], nullptr), "cuEventRecord");
-        launch(warmup + i);
-        cu(g_drv.event_record(stop[i], nullptr), "cuEventRecord");
-    }
-    cu(g_drv.event_sync(stop[runs - 1]), "cuEventSynchronize");
-    ok(kl_cuda_synchronize(&g_cuda), "a benchmarked launch");
-    std::vector<double> us(runs);
-    for (int i = 0; i < runs; i++) {
-        float ms = 0.0f;
-        cu(g_drv.event_elapsed(&ms, start[i], stop[i]), "cuEventElapsedTime");
-        us[i] = 1000.0 * ms;
-        g_drv.event_destroy(start[i]);
-        g_drv.event_destroy(stop[i]);
-    }
-    std::sort(us.begin(), us.end());
-    return runs % 2 ? us[runs / 2] : 0.5 * (us[runs / 2 - 1] + us[runs / 2]);
-}
 
 // ---- results -----------------------------------------------------------------------
 
@@ -471,9 +378,9 @@ int main(int argc, char **argv) {
         else
             die("usage: mla_bench [--json FILE] [--runs N] [--quick]");
     }
-    init_driver();
+    init_mla_driver();
     char name[256] = {0};
-    g_drv.device_name(name, sizeof name - 1, g_cuda.device);
+    g_device_name(name, sizeof name - 1, g_cuda.device);
     std::printf("mla_bench on %s (median of %d runs)\n", name, g_runs);
     ok(kl_module_load(&g_cuda.base, kl_fatbin_mla_prefill_deepseek_v4_flash,
                       kl_fatbin_mla_prefill_deepseek_v4_flash_size, &g_mod.v576),
