@@ -2,8 +2,9 @@
  *
  * Bit-exact copies of bf16 data in chunks of W elements (W = 8, 4, 2 or 1:
  * 16-, 8-, 4- or 2-byte accesses), the choice of W from the run-time
- * alignment of every pointer and offset a kernel touches, and 64-bit index
- * arithmetic with a 32-bit fast path.
+ * alignment of every pointer and offset a kernel touches, 64-bit index
+ * arithmetic with a 32-bit fast path, and block groups (one block of a
+ * group does the group's work with 16-byte accesses).
  *
  * Kernels of a family are compiled as one translation unit (a unity build),
  * so everything here is static or a template, behind one include guard, and
@@ -51,6 +52,14 @@ static __device__ __forceinline__ void kl__store_chunk(__nv_bfloat16 *p, typenam
     *reinterpret_cast<typename kl__bf16_chunk<W>::type *>(p) = v;
 }
 
+/* A 16-byte store that stays one instruction (st.global.wb.v4, the default
+ * write-back policy, through inline PTX): a plain uint4 store is sometimes
+ * split into four 4-byte stores when the compiler loses track of the
+ * destination's alignment. `p` must be 16-byte aligned. */
+static __device__ __forceinline__ void kl__store_chunk16(__nv_bfloat16 *p, uint4 v) {
+    __stwb(reinterpret_cast<uint4 *>(p), v);
+}
+
 /* All-zero bits: +0.0 in every bf16 lane. */
 template <int W>
 static __device__ __forceinline__ typename kl__bf16_chunk<W>::type kl__zero_chunk() {
@@ -76,6 +85,35 @@ static __device__ __forceinline__ uint64_t kl__divmod_u64(uint64_t a, uint32_t b
  * 2^31 - 1 blocks. */
 static __device__ __forceinline__ uint64_t kl__global_thread_index() {
     return (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+}
+
+/* Block groups, for grids the seed sizes at one element (or one row) per
+ * thread (or block).
+ *
+ * Such a block has little to move: 512 bytes to read for 256 threads of one
+ * bf16 each. An SM holds at most 2048 threads, 8 of those blocks, so it keeps
+ * about 4 KB of loads in flight whatever the instructions; with a block
+ * living about a microsecond (DRAM latency and more) that is near a quarter
+ * of copy bandwidth, what the one-element kernels measured on an H200 (about
+ * 1 TB/s). The grid is the seed's and stays, but which block does which work
+ * is the kernel's choice: the first block of each group of KL__BLOCK_GROUP
+ * consecutive blocks does the whole group's work, one 16-byte chunk (8 bf16)
+ * per thread where a block had one element per thread, and the other blocks
+ * return at once. A working block keeps 8 times the bytes in flight; a
+ * returning one frees its SM slot after a handful of instructions.
+ * KL__BLOCK_GROUP equals the chunk width so a group of blockDim.x-thread
+ * blocks, one element each, is exactly blockDim.x chunks. The last group may
+ * be short; its first block still exists. */
+#define KL__BLOCK_GROUP 8u
+
+static __device__ __forceinline__ bool kl__leads_block_group() { return blockIdx.x % KL__BLOCK_GROUP == 0; }
+
+/* The chunk of 8 elements this thread of a group's first block moves, in a
+ * grid of one element per thread: the blocks [blockIdx.x, +KL__BLOCK_GROUP)
+ * stand for elements [blockIdx.x * blockDim.x, +KL__BLOCK_GROUP * blockDim.x),
+ * chunks [blockIdx.x / KL__BLOCK_GROUP * blockDim.x, +blockDim.x). */
+static __device__ __forceinline__ uint64_t kl__group_chunk_index() {
+    return (uint64_t)(blockIdx.x / KL__BLOCK_GROUP) * blockDim.x + threadIdx.x;
 }
 
 #endif /* KLAUNCH_KERNELS_COMMON_KL_COPY_CUH */

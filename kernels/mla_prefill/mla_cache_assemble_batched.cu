@@ -18,16 +18,25 @@
  *
  * The zeros are +0.0 (all bits clear).
  *
- * Geometry (the seed's): grid x = num_tokens (launch-only; the kernel takes
- * its token from blockIdx.x), block max(mla_cache_dim, 256) threads, at most
- * 1024 (the launcher checks it), hence the launch bounds.
+ * Geometry (the seed's): grid x = num_tokens (launch-only; the kernel reads
+ * it as gridDim.x), block max(mla_cache_dim, 256) threads, at most 1024 (the
+ * launcher checks it), hence the launch bounds; block t stands for token t.
  *
- * A block owns a whole token, so its threads stride over the row in chunks
- * of W elements: W = 8 (16-byte loads and stores) when the four pointers,
- * kv_lora and rope are 16-byte aligned (both variants' rows are: 256 or 512
- * + 64 elements), else the widest of 4, 2, 1 that fits; checked at run time
- * once per block. A chunk is loaded once and stored to both caches. With W
- * dividing kv_lora, no chunk straddles the latent / rope boundary.
+ * Wide path, when the four pointers, kv_lora and rope are 16-byte aligned
+ * (both variants' rows are: 256 or 512 + 64 elements): block groups
+ * (kl_copy.cuh). The first block of each 8 writes the group's 8 tokens, one
+ * 16-byte chunk per thread (8 tokens of mla_cache_dim / 8 chunks fit in the
+ * block's mla_cache_dim or more threads), and the other 7 return. One block
+ * per token would leave most threads idle (72 of 576 move a chunk) and keep
+ * only a token's 1152 bytes of loads in flight.
+ *
+ * Otherwise one block per token, its threads striding over the row in
+ * chunks of W elements, W the widest of 4, 2, 1 that every pointer and
+ * offset fits.
+ *
+ * Either way a chunk is loaded once and stored to both caches, and with W
+ * dividing kv_lora no chunk straddles the latent / rope boundary. The choice
+ * depends only on the arguments, so every block makes the same one.
  */
 
 template <int W>
@@ -50,19 +59,46 @@ static __device__ __forceinline__ void mla_cache_assemble_batched__row(
     }
 }
 
+/* The wide path: the group of 8 tokens that starts at token t0, n_tokens of
+ * them (fewer in a short last group). */
+static __device__ __forceinline__ void mla_cache_assemble_batched__group(
+    const __nv_bfloat16 *kv_latent, const __nv_bfloat16 *k_rope, __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache,
+    uint32_t kv_lora, uint32_t rope, uint32_t mla_cache_dim, uint64_t t0, uint32_t n_tokens) {
+    const uint32_t row_chunks = mla_cache_dim / 8;
+    const uint32_t chunks = n_tokens * row_chunks;
+    for (uint32_t i = threadIdx.x; i < chunks; i += blockDim.x) {
+        const uint32_t k = i / row_chunks;
+        const uint32_t col = (i - k * row_chunks) * 8;
+        const uint64_t t = t0 + k;
+        const __nv_bfloat16 *src = col < kv_lora ? kv_latent + t * kv_lora + col
+                                                 : k_rope + t * rope + (col - kv_lora);
+        const uint4 v = kl__load_chunk<8>(src);
+        kl__store_chunk16(k_cache + t * mla_cache_dim + col, v);
+        kl__store_chunk16(v_cache + t * mla_cache_dim + col,
+                          MLA_V_HAS_ROPE || col < kv_lora ? v : kl__zero_chunk<8>());
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(1024)
 mla_cache_assemble_batched(const __nv_bfloat16 *kv_latent, const __nv_bfloat16 *k_rope, __nv_bfloat16 *k_cache,
                            __nv_bfloat16 *v_cache, uint32_t kv_lora, uint32_t rope, uint32_t mla_cache_dim) {
     const uint64_t t = blockIdx.x;
+    const uint64_t align = kl__addr_bits(kv_latent) | kl__addr_bits(k_rope) | kl__addr_bits(k_cache) |
+                           kl__addr_bits(v_cache) | kl__elem_bits(kv_lora) | kl__elem_bits(rope) |
+                           kl__elem_bits(mla_cache_dim);
+    const int w = kl__chunk_width(align);
+    if (w == 8) {
+        if (!kl__leads_block_group()) return;
+        const uint32_t left = gridDim.x - blockIdx.x;
+        mla_cache_assemble_batched__group(kv_latent, k_rope, k_cache, v_cache, kv_lora, rope, mla_cache_dim, t,
+                                          left < KL__BLOCK_GROUP ? left : KL__BLOCK_GROUP);
+        return;
+    }
     const __nv_bfloat16 *latent_row = kv_latent + t * kv_lora;
     const __nv_bfloat16 *rope_row = k_rope + t * rope;
     __nv_bfloat16 *k_row = k_cache + t * mla_cache_dim;
     __nv_bfloat16 *v_row = v_cache + t * mla_cache_dim;
-    const uint64_t align = kl__addr_bits(kv_latent) | kl__addr_bits(k_rope) | kl__addr_bits(k_cache) |
-                           kl__addr_bits(v_cache) | kl__elem_bits(kv_lora) | kl__elem_bits(rope) |
-                           kl__elem_bits(mla_cache_dim);
-    switch (kl__chunk_width(align)) {
-    case 8: mla_cache_assemble_batched__row<8>(latent_row, rope_row, k_row, v_row, kv_lora, mla_cache_dim); break;
+    switch (w) {
     case 4: mla_cache_assemble_batched__row<4>(latent_row, rope_row, k_row, v_row, kv_lora, mla_cache_dim); break;
     case 2: mla_cache_assemble_batched__row<2>(latent_row, rope_row, k_row, v_row, kv_lora, mla_cache_dim); break;
     default: mla_cache_assemble_batched__row<1>(latent_row, rope_row, k_row, v_row, kv_lora, mla_cache_dim); break;

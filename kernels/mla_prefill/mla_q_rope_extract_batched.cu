@@ -9,19 +9,38 @@
  * for t < num_tokens, h < nq, r < rope. Nothing else is written.
  *
  * Geometry (the seed's): grid x = ceil(num_tokens*nq*rope / 256), 256
- * threads, one output element per thread, in output order.
+ * threads; block b stands for output elements [256b, 256b + 256).
  *
- * Accesses stay 2 bytes wide: the grid has exactly one thread per element, so
- * a thread cannot own the 8 elements a 16-byte access would need. Nothing is
- * lost in memory traffic: a warp's 32 stores are 64 contiguous bytes, and its
- * loads are runs of `rope` contiguous elements (one per head), so both fill
- * whole 32-byte sectors. Indices are 64-bit: num_tokens*nq*rope and
- * t*q_dim can pass 2^32.
+ * Wide path, when both pointers, rope, nope, hd and q_dim are 16-byte
+ * aligned (the models' nope 128, rope 64 and dense or padded rows are): block
+ * groups (kl_copy.cuh). The first block of each 8 copies the group's 2048
+ * output elements, one 16-byte chunk per thread, and the other 7 return. With
+ * rope a multiple of 8 a chunk never straddles two heads, and the number of
+ * elements is a multiple of 8.
+ *
+ * Otherwise one element per thread, 2-byte accesses: a warp's 32 stores are
+ * 64 contiguous bytes and its loads runs of `rope` contiguous elements.
+ *
+ * The choice depends only on the arguments, so every block makes the same
+ * one. Indices are 64-bit: num_tokens*nq*rope and t*q_dim can pass 2^32.
  */
 extern "C" __global__ void __launch_bounds__(256)
 mla_q_rope_extract_batched(const __nv_bfloat16 *q_full, __nv_bfloat16 *q_rope_out, uint32_t num_tokens,
                            uint32_t nq, uint32_t hd, uint32_t nope, uint32_t rope, uint32_t q_dim) {
     const uint64_t total = (uint64_t)num_tokens * nq * rope;
+    const uint64_t align = kl__addr_bits(q_full) | kl__addr_bits(q_rope_out) | kl__elem_bits(rope) |
+                           kl__elem_bits(nope) | kl__elem_bits(hd) | kl__elem_bits(q_dim);
+    if (kl__chunk_width(align) == 8) {
+        if (!kl__leads_block_group()) return;
+        const uint64_t g = kl__group_chunk_index(); /* output elements [8g, 8g + 8) */
+        if (g >= total / 8) return;
+        uint32_t r8, h;
+        const uint64_t token_head = kl__divmod_u64(g, rope / 8, &r8); /* t*nq + h */
+        const uint64_t t = kl__divmod_u64(token_head, nq, &h);
+        const uint64_t src = t * q_dim + (uint64_t)h * hd + nope + (uint64_t)r8 * 8;
+        kl__store_chunk16(q_rope_out + g * 8, kl__load_chunk<8>(q_full + src));
+        return;
+    }
     const uint64_t i = kl__global_thread_index();
     if (i >= total) return;
     uint32_t r, h;
