@@ -529,87 +529,134 @@ bool have_device_memory(size_t bytes, std::string *why) {
     return true;
 }
 
+// nq 3, rope 1: num_tokens*nq*rope = 4294967298 > 2^32, 2-byte path.
+// nq 1, nope 8, rope 8, q_dim 16: 2^32 + 8 elements, everything 16-byte
+// aligned, so the block-group path (16-byte chunks) runs.
+const RopeCase kBigRopeCases[] = {{1431655766u, 3, 1, 1, 1, 0}, {(1u << 29) + 1, 1, 8, 8, 0, 0}};
+
 TEST_P(MlaDataMovement, RopeExtractIndexesPastTwoTo32Elements) {
-    // nq 3, rope 1: num_tokens*nq*rope = 4294967298 > 2^32.
-    const RopeCase c = {1431655766u, 3, 1, 1, 1, 0};
-    const size_t n_in = (size_t)c.num_tokens * c.q_dim(), n_out = (size_t)c.num_tokens * c.nq * c.rope;
-    ASSERT_GT(n_out, size_t(1) << 32);
-    std::string why;
-    if (!have_device_memory((n_in + n_out) * sizeof(kl_bf16), &why)) GTEST_SKIP() << why;
-    kl_kernel k;
-    KL_ASSERT_OK(kl_mla_q_rope_extract_batched_get(&k, mod()));
-    std::mt19937 gen(800 + GetParam());
-    BigInput q_full(n_in, gen);
-    DeviceBuffer<kl_bf16> out(n_out);
-    out.poison();
-    KL_ASSERT_OK(kl_mla_q_rope_extract_batched(&k, q_full.buf.get(), out.get(), c.num_tokens, c.nq, c.hd(), c.nope,
-                                               c.rope, c.q_dim(), nullptr));
-    kl_test::synchronize();
-    for (size_t first : {size_t(0), n_out - kOutWindow}) {
-        std::vector<kl_bf16> want(kOutWindow);
-        for (size_t j = 0; j < kOutWindow; j++) {
-            const uint64_t i = first + j, r = i % c.rope, h = (i / c.rope) % c.nq, t = i / c.rope / c.nq;
-            want[j] = q_full.at(t * c.q_dim() + h * c.hd() + c.nope + r);
+    for (const RopeCase &c : kBigRopeCases) {
+        SCOPED_TRACE(describe(c));
+        const size_t n_in = (size_t)c.num_tokens * c.q_dim(), n_out = (size_t)c.num_tokens * c.nq * c.rope;
+        ASSERT_GT(n_out, size_t(1) << 32);
+        std::string why;
+        if (!have_device_memory((n_in + n_out) * sizeof(kl_bf16), &why)) GTEST_SKIP() << why;
+        kl_kernel k;
+        KL_ASSERT_OK(kl_mla_q_rope_extract_batched_get(&k, mod()));
+        std::mt19937 gen(800 + GetParam());
+        BigInput q_full(n_in, gen);
+        DeviceBuffer<kl_bf16> out(n_out);
+        out.poison();
+        KL_ASSERT_OK(kl_mla_q_rope_extract_batched(&k, q_full.buf.get(), out.get(), c.num_tokens, c.nq, c.hd(), c.nope,
+                                                   c.rope, c.q_dim(), nullptr));
+        kl_test::synchronize();
+        for (size_t first : {size_t(0), n_out - kOutWindow}) {
+            std::vector<kl_bf16> want(kOutWindow);
+            for (size_t j = 0; j < kOutWindow; j++) {
+                const uint64_t i = first + j, r = i % c.rope, h = (i / c.rope) % c.nq, t = i / c.rope / c.nq;
+                want[j] = q_full.at(t * c.q_dim() + h * c.hd() + c.nope + r);
+            }
+            SCOPED_TRACE("output elements from " + std::to_string(first));
+            EXPECT_TRUE(kl_test::bitwise_equal("q_rope_out window", download_range(out, first, kOutWindow), want));
         }
-        SCOPED_TRACE("output elements from " + std::to_string(first));
-        EXPECT_TRUE(kl_test::bitwise_equal("q_rope_out window", download_range(out, first, kOutWindow), want));
     }
 }
 
 TEST_P(MlaDataMovement, RopeWritebackIndexesPastTwoTo32Elements) {
-    const RopeCase c = {1431655766u, 3, 1, 1, 1, 0};
-    const size_t n_in = (size_t)c.num_tokens * c.nq * c.rope, n_q = (size_t)c.num_tokens * c.q_dim();
-    ASSERT_GT(n_in, size_t(1) << 32);
-    std::string why;
-    if (!have_device_memory((n_in + n_q) * sizeof(kl_bf16), &why)) GTEST_SKIP() << why;
-    kl_kernel k;
-    KL_ASSERT_OK(kl_mla_q_rope_writeback_batched_get(&k, mod()));
-    std::mt19937 gen(900 + GetParam());
-    BigInput in(n_in, gen);
-    DeviceBuffer<kl_bf16> q_full(n_q);
-    q_full.poison();  // the background the kernel must keep outside the rope slices
-    KL_ASSERT_OK(kl_mla_q_rope_writeback_batched(&k, in.buf.get(), q_full.get(), c.num_tokens, c.nq, c.hd(), c.nope,
-                                                 c.rope, c.q_dim(), nullptr));
-    kl_test::synchronize();
-    for (size_t first : {size_t(0), n_q - kOutWindow}) {
-        std::vector<kl_bf16> want(kOutWindow, bits(kPoison));
-        for (size_t j = 0; j < kOutWindow; j++) {
-            const uint64_t e = first + j, t = e / c.q_dim(), col = e % c.q_dim();
-            if (col >= (uint64_t)c.nq * c.hd() || col % c.hd() < c.nope) continue;
-            const uint64_t h = col / c.hd(), r = col % c.hd() - c.nope;
-            want[j] = in.at((t * c.nq + h) * c.rope + r);
+    for (const RopeCase &c : kBigRopeCases) {
+        SCOPED_TRACE(describe(c));
+        const size_t n_in = (size_t)c.num_tokens * c.nq * c.rope, n_q = (size_t)c.num_tokens * c.q_dim();
+        ASSERT_GT(n_in, size_t(1) << 32);
+        std::string why;
+        if (!have_device_memory((n_in + n_q) * sizeof(kl_bf16), &why)) GTEST_SKIP() << why;
+        kl_kernel k;
+        KL_ASSERT_OK(kl_mla_q_rope_writeback_batched_get(&k, mod()));
+        std::mt19937 gen(900 + GetParam());
+        BigInput in(n_in, gen);
+        DeviceBuffer<kl_bf16> q_full(n_q);
+        q_full.poison();  // the background the kernel must keep outside the rope slices
+        KL_ASSERT_OK(kl_mla_q_rope_writeback_batched(&k, in.buf.get(), q_full.get(), c.num_tokens, c.nq, c.hd(), c.nope,
+                                                     c.rope, c.q_dim(), nullptr));
+        kl_test::synchronize();
+        for (size_t first : {size_t(0), n_q - kOutWindow}) {
+            std::vector<kl_bf16> want(kOutWindow, bits(kPoison));
+            for (size_t j = 0; j < kOutWindow; j++) {
+                const uint64_t e = first + j, t = e / c.q_dim(), col = e % c.q_dim();
+                if (col >= (uint64_t)c.nq * c.hd() || col % c.hd() < c.nope) continue;
+                const uint64_t h = col / c.hd(), r = col % c.hd() - c.nope;
+                want[j] = in.at((t * c.nq + h) * c.rope + r);
+            }
+            SCOPED_TRACE("q_full elements from " + std::to_string(first));
+            EXPECT_TRUE(kl_test::bitwise_equal("q_full window", download_range(q_full, first, kOutWindow), want));
         }
-        SCOPED_TRACE("q_full elements from " + std::to_string(first));
-        EXPECT_TRUE(kl_test::bitwise_equal("q_full window", download_range(q_full, first, kOutWindow), want));
     }
 }
 
+// nq 1, mla_cache_dim 3: num_tokens*nq*mla_cache_dim = 4294967298 > 2^32,
+// 2-byte path; kv_lora 8 + rope 8: 2^32 + 16 elements, block-group path.
+const QFinalCase kBigQFinalCases[] = {{1431655766u, 1, 2, 1, 0}, {(1u << 28) + 1, 1, 8, 8, 0}};
+
 TEST_P(MlaDataMovement, QFinalAssembleIndexesPastTwoTo32Elements) {
-    // nq 1, mla_cache_dim 3: num_tokens*nq*mla_cache_dim = 4294967298 > 2^32.
-    const QFinalCase c = {1431655766u, 1, 2, 1, 0};
-    const size_t n_abs = (size_t)c.num_tokens * c.nq * c.kv_lora, n_rope = (size_t)c.num_tokens * c.nq * c.rope,
-                 n_out = (size_t)c.num_tokens * c.nq * c.dim();
+    for (const QFinalCase &c : kBigQFinalCases) {
+        SCOPED_TRACE(describe(c));
+        const size_t n_abs = (size_t)c.num_tokens * c.nq * c.kv_lora, n_rope = (size_t)c.num_tokens * c.nq * c.rope,
+                     n_out = (size_t)c.num_tokens * c.nq * c.dim();
+        ASSERT_GT(n_out, size_t(1) << 32);
+        std::string why;
+        if (!have_device_memory((n_abs + n_rope + n_out) * sizeof(kl_bf16), &why)) GTEST_SKIP() << why;
+        kl_kernel k;
+        KL_ASSERT_OK(kl_mla_q_final_assemble_batched_get(&k, mod()));
+        std::mt19937 gen(1000 + GetParam());
+        BigInput absorbed(n_abs, gen);
+        BigInput rope(n_rope, gen);
+        DeviceBuffer<kl_bf16> out(n_out);
+        out.poison();
+        KL_ASSERT_OK(kl_mla_q_final_assemble_batched(&k, absorbed.buf.get(), rope.buf.get(), out.get(), c.num_tokens,
+                                                     c.nq, c.kv_lora, c.rope, c.dim(), nullptr));
+        kl_test::synchronize();
+        for (size_t first : {size_t(0), n_out - kOutWindow}) {
+            std::vector<kl_bf16> want(kOutWindow);
+            for (size_t j = 0; j < kOutWindow; j++) {
+                const uint64_t i = first + j, th = i / c.dim(), col = i % c.dim();
+                want[j] = col < c.kv_lora ? absorbed.at(th * c.kv_lora + col)
+                                          : rope.at(th * c.rope + (col - c.kv_lora));
+            }
+            SCOPED_TRACE("q_final elements from " + std::to_string(first));
+            EXPECT_TRUE(kl_test::bitwise_equal("q_final window", download_range(out, first, kOutWindow), want));
+        }
+    }
+}
+
+TEST_P(MlaDataMovement, CacheAssembleIndexesPastTwoTo32Elements) {
+    // kv_lora 8 + rope 8: num_tokens*mla_cache_dim = 2^32 + 16 elements per
+    // cache, everything 16-byte aligned (the block-group path).
+    const CacheCase c = {(1u << 28) + 1, 8, 8, 0};
+    const size_t n_lat = (size_t)c.num_tokens * c.kv_lora, n_rope = (size_t)c.num_tokens * c.rope,
+                 n_out = (size_t)c.num_tokens * c.dim();
     ASSERT_GT(n_out, size_t(1) << 32);
     std::string why;
-    if (!have_device_memory((n_abs + n_rope + n_out) * sizeof(kl_bf16), &why)) GTEST_SKIP() << why;
+    if (!have_device_memory((n_lat + n_rope + 2 * n_out) * sizeof(kl_bf16), &why)) GTEST_SKIP() << why;
     kl_kernel k;
-    KL_ASSERT_OK(kl_mla_q_final_assemble_batched_get(&k, mod()));
-    std::mt19937 gen(1000 + GetParam());
-    BigInput absorbed(n_abs, gen);
+    KL_ASSERT_OK(kl_mla_cache_assemble_batched_get(&k, mod()));
+    std::mt19937 gen(1100 + GetParam());
+    BigInput latent(n_lat, gen);
     BigInput rope(n_rope, gen);
-    DeviceBuffer<kl_bf16> out(n_out);
-    out.poison();
-    KL_ASSERT_OK(kl_mla_q_final_assemble_batched(&k, absorbed.buf.get(), rope.buf.get(), out.get(), c.num_tokens,
-                                                 c.nq, c.kv_lora, c.rope, c.dim(), nullptr));
+    DeviceBuffer<kl_bf16> k_cache(n_out), v_cache(n_out);
+    k_cache.poison();
+    v_cache.poison();
+    KL_ASSERT_OK(kl_mla_cache_assemble_batched(&k, latent.buf.get(), rope.buf.get(), k_cache.get(), v_cache.get(),
+                                               c.num_tokens, c.kv_lora, c.rope, c.dim(), nullptr));
     kl_test::synchronize();
     for (size_t first : {size_t(0), n_out - kOutWindow}) {
-        std::vector<kl_bf16> want(kOutWindow);
+        std::vector<kl_bf16> want_k(kOutWindow), want_v(kOutWindow);
         for (size_t j = 0; j < kOutWindow; j++) {
-            const uint64_t i = first + j, th = i / c.dim(), col = i % c.dim();
-            want[j] = col < c.kv_lora ? absorbed.at(th * c.kv_lora + col) : rope.at(th * c.rope + (col - c.kv_lora));
+            const uint64_t i = first + j, t = i / c.dim(), col = i % c.dim();
+            want_k[j] = col < c.kv_lora ? latent.at(t * c.kv_lora + col) : rope.at(t * c.rope + (col - c.kv_lora));
+            want_v[j] = col < c.kv_lora || var().v_has_rope ? want_k[j] : bits(0x0000);
         }
-        SCOPED_TRACE("q_final elements from " + std::to_string(first));
-        EXPECT_TRUE(kl_test::bitwise_equal("q_final window", download_range(out, first, kOutWindow), want));
+        SCOPED_TRACE("cache elements from " + std::to_string(first));
+        EXPECT_TRUE(kl_test::bitwise_equal("k_cache window", download_range(k_cache, first, kOutWindow), want_k));
+        EXPECT_TRUE(kl_test::bitwise_equal("v_cache window", download_range(v_cache, first, kOutWindow), want_v));
     }
 }
 
