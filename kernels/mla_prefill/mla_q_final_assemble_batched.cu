@@ -1,6 +1,6 @@
 #include "klaunch/mla_prefill.cuh"
 
-#include "../common/kl_copy.cuh"
+#include "mla_data_movement.cuh"
 
 /* mla_q_final_assemble_batched (docs: ../shared/notes/kernel-contract.md, kernel 6)
  *
@@ -33,25 +33,12 @@ mla_q_final_assemble_batched(const __nv_bfloat16 *q_absorbed, const __nv_bfloat1
                              __nv_bfloat16 *q_final, uint32_t num_tokens, uint32_t nq, uint32_t kv_lora,
                              uint32_t rope, uint32_t mla_cache_dim) {
     const uint64_t total = (uint64_t)num_tokens * nq * mla_cache_dim;
-    const uint64_t align = kl__addr_bits(q_absorbed) | kl__addr_bits(q_rope) | kl__addr_bits(q_final) |
-                           kl__elem_bits(kv_lora) | kl__elem_bits(rope) | kl__elem_bits(mla_cache_dim);
-    if (kl__chunk_width(align) == 8) {
+    if (kl__chunk_width(kl__q_final_align(q_absorbed, q_rope, q_final, kv_lora, rope, mla_cache_dim)) == 8) {
         if (!kl__leads_block_group()) return;
-        const uint64_t g = kl__group_chunk_index(); /* output elements [8g, 8g + 8) */
-        if (g >= total / 8) return;
-        uint32_t c8;
-        const uint64_t token_head = kl__divmod_u64(g, mla_cache_dim / 8, &c8); /* t*nq + h */
-        const uint32_t c = c8 * 8;
-        const __nv_bfloat16 *src = c < kv_lora ? q_absorbed + token_head * kv_lora + c
-                                               : q_rope + token_head * rope + (c - kv_lora);
-        kl__store_chunk16(q_final + g * 8, kl__load_chunk<8>(src));
+        kl__q_final_assemble_chunk(q_absorbed, q_rope, q_final, total, kv_lora, rope, mla_cache_dim,
+                                   kl__group_chunk_index());
         return;
     }
-    const uint64_t i = kl__global_thread_index();
-    if (i >= total) return;
-    uint32_t c;
-    const uint64_t token_head = kl__divmod_u64(i, mla_cache_dim, &c); /* t*nq + h */
-    const __nv_bfloat16 *src = c < kv_lora ? q_absorbed + token_head * kv_lora + c
-                                           : q_rope + token_head * rope + (c - kv_lora);
-    kl__store_chunk<1>(q_final + i, kl__load_chunk<1>(src));
+    kl__q_final_assemble_elem(q_absorbed, q_rope, q_final, total, kv_lora, rope, mla_cache_dim,
+                              kl__global_thread_index());
 }

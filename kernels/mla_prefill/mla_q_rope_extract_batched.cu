@@ -1,6 +1,6 @@
 #include "klaunch/mla_prefill.cuh"
 
-#include "../common/kl_copy.cuh"
+#include "mla_data_movement.cuh"
 
 /* mla_q_rope_extract_batched (docs: ../shared/notes/kernel-contract.md, kernel 1)
  *
@@ -28,24 +28,10 @@ extern "C" __global__ void __launch_bounds__(256)
 mla_q_rope_extract_batched(const __nv_bfloat16 *q_full, __nv_bfloat16 *q_rope_out, uint32_t num_tokens,
                            uint32_t nq, uint32_t hd, uint32_t nope, uint32_t rope, uint32_t q_dim) {
     const uint64_t total = (uint64_t)num_tokens * nq * rope;
-    const uint64_t align = kl__addr_bits(q_full) | kl__addr_bits(q_rope_out) | kl__elem_bits(rope) |
-                           kl__elem_bits(nope) | kl__elem_bits(hd) | kl__elem_bits(q_dim);
-    if (kl__chunk_width(align) == 8) {
+    if (kl__chunk_width(kl__q_rope_align(q_full, q_rope_out, hd, nope, rope, q_dim)) == 8) {
         if (!kl__leads_block_group()) return;
-        const uint64_t g = kl__group_chunk_index(); /* output elements [8g, 8g + 8) */
-        if (g >= total / 8) return;
-        uint32_t r8, h;
-        const uint64_t token_head = kl__divmod_u64(g, rope / 8, &r8); /* t*nq + h */
-        const uint64_t t = kl__divmod_u64(token_head, nq, &h);
-        const uint64_t src = t * q_dim + (uint64_t)h * hd + nope + (uint64_t)r8 * 8;
-        kl__store_chunk16(q_rope_out + g * 8, kl__load_chunk<8>(q_full + src));
+        kl__q_rope_extract_chunk(q_full, q_rope_out, total, nq, hd, nope, rope, q_dim, kl__group_chunk_index());
         return;
     }
-    const uint64_t i = kl__global_thread_index();
-    if (i >= total) return;
-    uint32_t r, h;
-    const uint64_t token_head = kl__divmod_u64(i, rope, &r); /* t*nq + h */
-    const uint64_t t = kl__divmod_u64(token_head, nq, &h);
-    const uint64_t src = t * q_dim + (uint64_t)h * hd + nope + r;
-    kl__store_chunk<1>(q_rope_out + i, kl__load_chunk<1>(q_full + src));
+    kl__q_rope_extract_elem(q_full, q_rope_out, total, nq, hd, nope, rope, q_dim, kl__global_thread_index());
 }

@@ -1,0 +1,34 @@
+#include "klaunch/mla_prefill.cuh"
+
+#include "mla_data_movement.cuh"
+
+/* mla_q_final_assemble_wide: mla_q_final_assemble_batched's contract
+ * (../shared/notes/kernel-contract.md, kernel 6) on a grid of its own.
+ *
+ *   q_final[t, h, c] = q_absorbed[t, h, c]            for c <  kv_lora
+ *   q_final[t, h, c] = q_rope[t, h, c - kv_lora]      for kv_lora <= c < mla_cache_dim
+ *
+ * Geometry (not the seed's): grid x = ceil(num_tokens*nq*mla_cache_dim /
+ * 2048), 256 threads; block b stands for output elements [2048b, 2048b +
+ * 2048), what the first block of a group of 8 seed blocks does
+ * (docs/MLA_PREFILL.md).
+ *
+ * 16-byte path under mla_q_final_assemble_batched's conditions (the three
+ * pointers, kv_lora, rope, mla_cache_dim 16-byte aligned): one chunk of 8
+ * elements per thread, whole from one source. Otherwise 8 elements per
+ * thread with 2-byte accesses, 256 apart.
+ */
+extern "C" __global__ void __launch_bounds__(256)
+mla_q_final_assemble_wide(const __nv_bfloat16 *q_absorbed, const __nv_bfloat16 *q_rope, __nv_bfloat16 *q_final,
+                          uint32_t num_tokens, uint32_t nq, uint32_t kv_lora, uint32_t rope,
+                          uint32_t mla_cache_dim) {
+    const uint64_t total = (uint64_t)num_tokens * nq * mla_cache_dim;
+    if (kl__chunk_width(kl__q_final_align(q_absorbed, q_rope, q_final, kv_lora, rope, mla_cache_dim)) == 8) {
+        kl__q_final_assemble_chunk(q_absorbed, q_rope, q_final, total, kv_lora, rope, mla_cache_dim,
+                                   kl__wide_chunk_index());
+        return;
+    }
+    for (uint32_t s = 0; s < KL__BLOCK_GROUP; s++)
+        kl__q_final_assemble_elem(q_absorbed, q_rope, q_final, total, kv_lora, rope, mla_cache_dim,
+                                  kl__wide_elem_index(s));
+}
