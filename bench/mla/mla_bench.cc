@@ -23,7 +23,9 @@
 //                   (o_lat @ w_uv^T); gemm_seed: kl_grouped_gemm_mla at the
 //                   first shape
 //   dm_*            the five data-movement launchers at sizes far past L2:
-//                   bytes = what the contract reads + writes, each once
+//                   bytes = what the contract reads + writes, each once;
+//                   dm_*_wide: the wide twins (one block per 2048 elements)
+//                   of rope extract/writeback and q_final at the same sizes
 // Attention FLOPs count causal work as half of dense: heads * S (S+1) / 2 *
 // 2 (D + kv_lora) (the seed's V is D wide: 2 (D + D)). GEMM FLOPs: 2 m g k n.
 //
@@ -283,9 +285,11 @@ void bench_data_movement() {
     const kl_module *mod = &g_mod.v576;
     const uint32_t nq = 128, nope = 128, rope = 64, hd = 192, kv_lora = 512, v_dim = 128, cache = 576;
     {
-        kl_kernel ke, kw;
+        kl_kernel ke, kw, kew, kww;
         ok(kl_mla_q_rope_extract_batched_get(&ke, mod), "get");
         ok(kl_mla_q_rope_writeback_batched_get(&kw, mod), "get");
+        ok(kl_mla_q_rope_extract_wide_get(&kew, mod), "get");
+        ok(kl_mla_q_rope_writeback_wide_get(&kww, mod), "get");
         const uint32_t t = 16384, q_dim = nq * hd;
         Buf q(size_t{t} * q_dim * 2), r(size_t{t} * nq * rope * 2);
         fill_random(q, 80);
@@ -298,6 +302,12 @@ void bench_data_movement() {
                }, g_runs, 3), 0, bytes);
         report("dm_q_rope_writeback", what.str(), median_us([&](int) {
                    ok(kl_mla_q_rope_writeback_batched(&kw, r.bf(), q.bf(), t, nq, hd, nope, rope, q_dim, nullptr), "writeback");
+               }, g_runs, 3), 0, bytes);
+        report("dm_q_rope_extract_wide", what.str(), median_us([&](int) {
+                   ok(kl_mla_q_rope_extract_wide(&kew, q.bf(), r.bf(), t, nq, hd, nope, rope, q_dim, nullptr), "extract_wide");
+               }, g_runs, 3), 0, bytes);
+        report("dm_q_rope_writeback_wide", what.str(), median_us([&](int) {
+                   ok(kl_mla_q_rope_writeback_wide(&kww, r.bf(), q.bf(), t, nq, hd, nope, rope, q_dim, nullptr), "writeback_wide");
                }, g_runs, 3), 0, bytes);
     }
     {
@@ -331,8 +341,9 @@ void bench_data_movement() {
                }, g_runs, 3), 0, bytes);
     }
     {
-        kl_kernel k;
+        kl_kernel k, kw;
         ok(kl_mla_q_final_assemble_batched_get(&k, mod), "get");
+        ok(kl_mla_q_final_assemble_wide_get(&kw, mod), "get");
         const uint32_t t = 8192;
         Buf qa(size_t{t} * nq * kv_lora * 2), qr(size_t{t} * nq * rope * 2), qf(size_t{t} * nq * cache * 2);
         fill_random(qa, 86);
@@ -343,6 +354,10 @@ void bench_data_movement() {
         report("dm_q_final_assemble", what.str(), median_us([&](int) {
                    ok(kl_mla_q_final_assemble_batched(&k, qa.bf(), qr.bf(), qf.bf(), t, nq, kv_lora, rope, cache, nullptr),
                       "q_final_assemble");
+               }, g_runs, 3), 0, bytes);
+        report("dm_q_final_assemble_wide", what.str(), median_us([&](int) {
+                   ok(kl_mla_q_final_assemble_wide(&kw, qa.bf(), qr.bf(), qf.bf(), t, nq, kv_lora, rope, cache, nullptr),
+                      "q_final_assemble_wide");
                }, g_runs, 3), 0, bytes);
     }
 }

@@ -3,7 +3,9 @@
 //   1 mla_q_rope_extract_batched      2 mla_q_rope_writeback_batched
 //   3 mla_kv_assemble_batched         4 mla_cache_assemble_batched
 //   6 mla_q_final_assemble_batched
-// in both variants' fatbins (mistral_small_4, deepseek_v4_flash).
+// in both variants' fatbins (mistral_small_4, deepseek_v4_flash). Kernels
+// 1, 2 and 6 run twice per case: the seed-grid launcher (_batched) and its
+// wide twin (_wide: the same contract on one block per 2048 elements).
 //
 // Data movement must be bit-exact: inputs are random 16-bit patterns (NaNs,
 // infinities, subnormals and -0 included, so a kernel that converts through
@@ -212,6 +214,36 @@ std::string describe(const Case &c) {
     return os.str();
 }
 
+// ---- the launchers of kernels 1, 2 and 6: seed grid and wide grid ---------------------
+
+typedef kl_status (*GetFn)(kl_kernel *, const kl_module *);
+typedef kl_status (*RopeFn)(const kl_kernel *, const kl_bf16 *, kl_bf16 *, uint32_t, uint32_t, uint32_t, uint32_t,
+                            uint32_t, uint32_t, kl_stream);
+typedef kl_status (*QFinalFn)(const kl_kernel *, const kl_bf16 *, const kl_bf16 *, kl_bf16 *, uint32_t, uint32_t,
+                              uint32_t, uint32_t, uint32_t, kl_stream);
+struct RopeLauncher {
+    const char *name;
+    GetFn get;
+    RopeFn launch;
+};
+struct QFinalLauncher {
+    const char *name;
+    GetFn get;
+    QFinalFn launch;
+};
+const RopeLauncher kExtractLaunchers[] = {
+    {"mla_q_rope_extract_batched", kl_mla_q_rope_extract_batched_get, kl_mla_q_rope_extract_batched},
+    {"mla_q_rope_extract_wide", kl_mla_q_rope_extract_wide_get, kl_mla_q_rope_extract_wide},
+};
+const RopeLauncher kWritebackLaunchers[] = {
+    {"mla_q_rope_writeback_batched", kl_mla_q_rope_writeback_batched_get, kl_mla_q_rope_writeback_batched},
+    {"mla_q_rope_writeback_wide", kl_mla_q_rope_writeback_wide_get, kl_mla_q_rope_writeback_wide},
+};
+const QFinalLauncher kQFinalLaunchers[] = {
+    {"mla_q_final_assemble_batched", kl_mla_q_final_assemble_batched_get, kl_mla_q_final_assemble_batched},
+    {"mla_q_final_assemble_wide", kl_mla_q_final_assemble_wide_get, kl_mla_q_final_assemble_wide},
+};
+
 // ---- the fixture: one variant's module per test ------------------------------------
 
 class MlaDataMovement : public ::testing::TestWithParam<int> {
@@ -251,6 +283,9 @@ TEST_P(MlaDataMovement, ModuleIsTheVariantTheContractNamesAndHoldsEveryKernel) {
     KL_EXPECT_OK(kl_mla_kv_assemble_batched_get(&k, m));
     KL_EXPECT_OK(kl_mla_cache_assemble_batched_get(&k, m));
     KL_EXPECT_OK(kl_mla_q_final_assemble_batched_get(&k, m));
+    KL_EXPECT_OK(kl_mla_q_rope_extract_wide_get(&k, m));
+    KL_EXPECT_OK(kl_mla_q_rope_writeback_wide_get(&k, m));
+    KL_EXPECT_OK(kl_mla_q_final_assemble_wide_get(&k, m));
 }
 
 // ---- kernel 1 and 2 ------------------------------------------------------------------------
@@ -263,11 +298,18 @@ const RopeCase kRopeCases[] = {
     {257, 16, 128, 64, 64, 0}, // q_dim larger than nq*hd
     {17, 3, 0, 1, 2, 0},       // no nope part, one rope element
     {17, 16, 128, 64, 3, 1},   // buffers start 2 bytes off alignment
+    // for the wide launchers' block edges: exactly 2048 elements (one wide
+    // block), 2048 + 8 (a second block with one chunk), 16-byte path
+    {16, 2, 0, 64, 0, 0},
+    {257, 1, 8, 8, 0, 0},
+    {129, 16, 8, 1, 0, 0},     // 2064 elements, 2-byte path, a short second block
 };
 
 TEST_P(MlaDataMovement, RopeExtractCopiesEachHeadsRopeSlice) {
+  for (const RopeLauncher &l : kExtractLaunchers) {
+    SCOPED_TRACE(l.name);
     kl_kernel k;
-    KL_ASSERT_OK(kl_mla_q_rope_extract_batched_get(&k, mod()));
+    KL_ASSERT_OK(l.get(&k, mod()));
     uint32_t seed = 100 + GetParam();
     for (const RopeCase &c : kRopeCases) {
         SCOPED_TRACE(describe(c) + ", seed " + std::to_string(seed));
@@ -279,17 +321,20 @@ TEST_P(MlaDataMovement, RopeExtractCopiesEachHeadsRopeSlice) {
         std::vector<kl_bf16> want = out.host;
         ref_rope_extract(q_full.host_ptr(), want.data() + out.front, c);
 
-        KL_ASSERT_OK(kl_mla_q_rope_extract_batched(&k, q_full.ptr(), out.ptr(), c.num_tokens, c.nq, c.hd(), c.nope,
-                                                   c.rope, c.q_dim(), nullptr));
+        KL_ASSERT_OK(l.launch(&k, q_full.ptr(), out.ptr(), c.num_tokens, c.nq, c.hd(), c.nope, c.rope, c.q_dim(),
+                              nullptr));
         kl_test::synchronize();
         EXPECT_TRUE(kl_test::bitwise_equal("q_rope_out (with guards)", out.buf.download(), want));
         EXPECT_TRUE(kl_test::bitwise_equal("q_full (input)", q_full.buf.download(), q_full.host));
     }
+  }
 }
 
 TEST_P(MlaDataMovement, RopeWritebackChangesOnlyTheRopeSlices) {
+  for (const RopeLauncher &l : kWritebackLaunchers) {
+    SCOPED_TRACE(l.name);
     kl_kernel k;
-    KL_ASSERT_OK(kl_mla_q_rope_writeback_batched_get(&k, mod()));
+    KL_ASSERT_OK(l.get(&k, mod()));
     uint32_t seed = 200 + GetParam();
     for (const RopeCase &c : kRopeCases) {
         SCOPED_TRACE(describe(c) + ", seed " + std::to_string(seed));
@@ -313,12 +358,13 @@ TEST_P(MlaDataMovement, RopeWritebackChangesOnlyTheRopeSlices) {
         std::vector<kl_bf16> want = q_full.host;
         ref_rope_writeback(in.host_ptr(), want.data() + q_full.front, c);
 
-        KL_ASSERT_OK(kl_mla_q_rope_writeback_batched(&k, in.ptr(), q_full.ptr(), c.num_tokens, c.nq, c.hd(), c.nope,
-                                                     c.rope, c.q_dim(), nullptr));
+        KL_ASSERT_OK(l.launch(&k, in.ptr(), q_full.ptr(), c.num_tokens, c.nq, c.hd(), c.nope, c.rope, c.q_dim(),
+                              nullptr));
         kl_test::synchronize();
         EXPECT_TRUE(kl_test::bitwise_equal("q_full (with guards)", q_full.buf.download(), want));
         EXPECT_TRUE(kl_test::bitwise_equal("q_rope_in (input)", in.buf.download(), in.host));
     }
+  }
 }
 
 // ---- kernel 3 ----------------------------------------------------------------------------------
@@ -419,11 +465,18 @@ const QFinalCase kQFinalCases[] = {
     {5, 2, 0, 3, 0},       // no absorbed part
     {5, 2, 4, 0, 0},       // no rope part
     {17, 16, 512, 64, 1},  // buffers 2 bytes off alignment
+    // the wide launchers' block edges: 2048 elements, 2048 + 16 (16-byte
+    // path); 2052 elements (2-byte path)
+    {4, 1, 448, 64, 0},
+    {129, 1, 8, 8, 0},
+    {171, 4, 2, 1, 0},
 };
 
 TEST_P(MlaDataMovement, QFinalAssembleConcatenatesAbsorbedAndRope) {
+  for (const QFinalLauncher &l : kQFinalLaunchers) {
+    SCOPED_TRACE(l.name);
     kl_kernel k;
-    KL_ASSERT_OK(kl_mla_q_final_assemble_batched_get(&k, mod()));
+    KL_ASSERT_OK(l.get(&k, mod()));
     uint32_t seed = 600 + GetParam();
     for (const QFinalCase &c : kQFinalCases) {
         SCOPED_TRACE(describe(c) + ", seed " + std::to_string(seed));
@@ -437,11 +490,12 @@ TEST_P(MlaDataMovement, QFinalAssembleConcatenatesAbsorbedAndRope) {
         std::vector<kl_bf16> want = out.host;
         ref_q_final_assemble(absorbed.host_ptr(), rope.host_ptr(), want.data() + out.front, c);
 
-        KL_ASSERT_OK(kl_mla_q_final_assemble_batched(&k, absorbed.ptr(), rope.ptr(), out.ptr(), c.num_tokens, c.nq,
-                                                     c.kv_lora, c.rope, c.dim(), nullptr));
+        KL_ASSERT_OK(l.launch(&k, absorbed.ptr(), rope.ptr(), out.ptr(), c.num_tokens, c.nq, c.kv_lora, c.rope,
+                              c.dim(), nullptr));
         kl_test::synchronize();
         EXPECT_TRUE(kl_test::bitwise_equal("q_final (with guards)", out.buf.download(), want));
     }
+  }
 }
 
 // ---- empty launches ----------------------------------------------------------------------------
@@ -468,6 +522,13 @@ TEST_P(MlaDataMovement, EmptyLaunchSucceedsAndWritesNothing) {
     KL_ASSERT_OK(kl_mla_q_final_assemble_batched_get(&k, mod()));
     KL_EXPECT_OK(kl_mla_q_final_assemble_batched(&k, in_a.ptr(), in_b.ptr(), out_a.ptr(), 0, 16, 512, 64, 576,
                                                  nullptr));
+    KL_ASSERT_OK(kl_mla_q_rope_extract_wide_get(&k, mod()));
+    KL_EXPECT_OK(kl_mla_q_rope_extract_wide(&k, in_a.ptr(), out_a.ptr(), 0, 16, 192, 128, 64, 3072, nullptr));
+    KL_ASSERT_OK(kl_mla_q_rope_writeback_wide_get(&k, mod()));
+    KL_EXPECT_OK(kl_mla_q_rope_writeback_wide(&k, in_a.ptr(), out_a.ptr(), 16, 0, 192, 128, 64, 3072, nullptr));
+    KL_ASSERT_OK(kl_mla_q_final_assemble_wide_get(&k, mod()));
+    KL_EXPECT_OK(kl_mla_q_final_assemble_wide(&k, in_a.ptr(), in_b.ptr(), out_a.ptr(), 0, 16, 512, 64, 576,
+                                              nullptr));
     kl_test::synchronize();
     EXPECT_TRUE(kl_test::bitwise_equal("out_a", out_a.buf.download(), out_a.host));
     EXPECT_TRUE(kl_test::bitwise_equal("out_b", out_b.buf.download(), out_b.host));
@@ -541,14 +602,16 @@ TEST_P(MlaDataMovement, RopeExtractIndexesPastTwoTo32Elements) {
         ASSERT_GT(n_out, size_t(1) << 32);
         std::string why;
         if (!have_device_memory((n_in + n_out) * sizeof(kl_bf16), &why)) GTEST_SKIP() << why;
-        kl_kernel k;
-        KL_ASSERT_OK(kl_mla_q_rope_extract_batched_get(&k, mod()));
         std::mt19937 gen(800 + GetParam());
         BigInput q_full(n_in, gen);
         DeviceBuffer<kl_bf16> out(n_out);
+      for (const RopeLauncher &l : kExtractLaunchers) {
+        SCOPED_TRACE(l.name);
+        kl_kernel k;
+        KL_ASSERT_OK(l.get(&k, mod()));
         out.poison();
-        KL_ASSERT_OK(kl_mla_q_rope_extract_batched(&k, q_full.buf.get(), out.get(), c.num_tokens, c.nq, c.hd(), c.nope,
-                                                   c.rope, c.q_dim(), nullptr));
+        KL_ASSERT_OK(l.launch(&k, q_full.buf.get(), out.get(), c.num_tokens, c.nq, c.hd(), c.nope, c.rope, c.q_dim(),
+                              nullptr));
         kl_test::synchronize();
         for (size_t first : {size_t(0), n_out - kOutWindow}) {
             std::vector<kl_bf16> want(kOutWindow);
@@ -559,6 +622,7 @@ TEST_P(MlaDataMovement, RopeExtractIndexesPastTwoTo32Elements) {
             SCOPED_TRACE("output elements from " + std::to_string(first));
             EXPECT_TRUE(kl_test::bitwise_equal("q_rope_out window", download_range(out, first, kOutWindow), want));
         }
+      }
     }
 }
 
@@ -569,14 +633,16 @@ TEST_P(MlaDataMovement, RopeWritebackIndexesPastTwoTo32Elements) {
         ASSERT_GT(n_in, size_t(1) << 32);
         std::string why;
         if (!have_device_memory((n_in + n_q) * sizeof(kl_bf16), &why)) GTEST_SKIP() << why;
-        kl_kernel k;
-        KL_ASSERT_OK(kl_mla_q_rope_writeback_batched_get(&k, mod()));
         std::mt19937 gen(900 + GetParam());
         BigInput in(n_in, gen);
         DeviceBuffer<kl_bf16> q_full(n_q);
+      for (const RopeLauncher &l : kWritebackLaunchers) {
+        SCOPED_TRACE(l.name);
+        kl_kernel k;
+        KL_ASSERT_OK(l.get(&k, mod()));
         q_full.poison();  // the background the kernel must keep outside the rope slices
-        KL_ASSERT_OK(kl_mla_q_rope_writeback_batched(&k, in.buf.get(), q_full.get(), c.num_tokens, c.nq, c.hd(), c.nope,
-                                                     c.rope, c.q_dim(), nullptr));
+        KL_ASSERT_OK(l.launch(&k, in.buf.get(), q_full.get(), c.num_tokens, c.nq, c.hd(), c.nope, c.rope, c.q_dim(),
+                              nullptr));
         kl_test::synchronize();
         for (size_t first : {size_t(0), n_q - kOutWindow}) {
             std::vector<kl_bf16> want(kOutWindow, bits(kPoison));
@@ -589,6 +655,7 @@ TEST_P(MlaDataMovement, RopeWritebackIndexesPastTwoTo32Elements) {
             SCOPED_TRACE("q_full elements from " + std::to_string(first));
             EXPECT_TRUE(kl_test::bitwise_equal("q_full window", download_range(q_full, first, kOutWindow), want));
         }
+      }
     }
 }
 
@@ -604,15 +671,17 @@ TEST_P(MlaDataMovement, QFinalAssembleIndexesPastTwoTo32Elements) {
         ASSERT_GT(n_out, size_t(1) << 32);
         std::string why;
         if (!have_device_memory((n_abs + n_rope + n_out) * sizeof(kl_bf16), &why)) GTEST_SKIP() << why;
-        kl_kernel k;
-        KL_ASSERT_OK(kl_mla_q_final_assemble_batched_get(&k, mod()));
         std::mt19937 gen(1000 + GetParam());
         BigInput absorbed(n_abs, gen);
         BigInput rope(n_rope, gen);
         DeviceBuffer<kl_bf16> out(n_out);
+      for (const QFinalLauncher &l : kQFinalLaunchers) {
+        SCOPED_TRACE(l.name);
+        kl_kernel k;
+        KL_ASSERT_OK(l.get(&k, mod()));
         out.poison();
-        KL_ASSERT_OK(kl_mla_q_final_assemble_batched(&k, absorbed.buf.get(), rope.buf.get(), out.get(), c.num_tokens,
-                                                     c.nq, c.kv_lora, c.rope, c.dim(), nullptr));
+        KL_ASSERT_OK(l.launch(&k, absorbed.buf.get(), rope.buf.get(), out.get(), c.num_tokens, c.nq, c.kv_lora, c.rope,
+                              c.dim(), nullptr));
         kl_test::synchronize();
         for (size_t first : {size_t(0), n_out - kOutWindow}) {
             std::vector<kl_bf16> want(kOutWindow);
@@ -624,6 +693,7 @@ TEST_P(MlaDataMovement, QFinalAssembleIndexesPastTwoTo32Elements) {
             SCOPED_TRACE("q_final elements from " + std::to_string(first));
             EXPECT_TRUE(kl_test::bitwise_equal("q_final window", download_range(out, first, kOutWindow), want));
         }
+      }
     }
 }
 
