@@ -314,6 +314,8 @@ void check_split_matches_seed(const Problem &p, uint32_t splits, const char *nam
 
 std::ostringstream g_json;
 bool g_json_first = true;
+// Split-KV fraction of copy by shape key + split count, for the long-sequence sweep.
+std::map<std::string, double> g_split_frac;
 
 void json_num(const std::string &key, double v) {
     g_json << (g_json_first ? "" : ",\n") << "  \"" << key << "\": " << v;
@@ -392,6 +394,7 @@ int main(int argc, char **argv) {
                         gbps(p.kv_bytes_read(), us), gbps(p.kv_bytes_read(), us) / copy_gbps,
                         n == r ? "  (the rule's count)" : "");
             json_num(k + "_split" + std::to_string(n) + "_us", us);
+            g_split_frac[k + "/" + std::to_string(n)] = gbps(p.kv_bytes_read(), us) / copy_gbps;
         }
         const double dus = median_us([&](int run) { launch_dispatch(p, run); });
         const double frac = gbps(p.kv_bytes_read(), dus) / copy_gbps;
@@ -414,11 +417,31 @@ int main(int argc, char **argv) {
     json_num("fp8_over_bf16_tokens_per_s", bf16_us / fp8_us);
 
     {
-        std::vector<uint32_t> counts = {4, 8, 16, 32, 64};
+        // Issue 5's sweep: which split count brings one long sequence closest
+        // to the copy bandwidth (8 x S blocks on the SMs: 15 -> 120 blocks,
+        // under one wave; 16.5 fills one wave of 132; 33 -> two whole waves).
+        std::vector<uint32_t> counts = {4, 8, 15, 16, 17, 24, 32, 33, 48, 64};
         const uint32_t r = kl_paged_decode_num_splits(1, kNkv, 32768, 0, kBs, sms);
         if (std::find(counts.begin(), counts.end(), r) == counts.end()) counts.push_back(r);
         double dus = 0;
         bench_shape("long_seq", Shape{1, 32768, 0, false}, counts, &dus);
+        // bench_shape recorded each count's fraction of copy; the best of the
+        // sweep beside the rule's choice.
+        uint32_t best_n = 0;
+        double best = 0, at_rule = 0;
+        std::printf("  sweep 1 x 32768 (bf16 GQA, partial + combine), fraction of copy:");
+        for (uint32_t n : counts) {
+            const double f = g_split_frac.at("long_seq/" + std::to_string(n));
+            std::printf(" %u: %.3f", n, f);
+            json_num("long_seq_sweep_split" + std::to_string(n) + "_fraction_of_copy", f);
+            if (best_n == 0 || f > best) best_n = n, best = f;
+            if (n == r) at_rule = f;
+        }
+        std::printf("\n  best split count %u: %.3f of copy; the rule's (%u): %.3f of copy\n", best_n, best, r, at_rule);
+        json_num("long_seq_sweep_best_splits", best_n);
+        json_num("long_seq_sweep_best_fraction_of_copy", best);
+        json_num("long_seq_sweep_rule_splits", r);
+        json_num("long_seq_sweep_rule_fraction_of_copy", at_rule);
     }
 
     std::vector<double> window_us;

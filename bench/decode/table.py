@@ -44,6 +44,13 @@ def main():
     row("1 x 32768 split-KV (%d splits), fraction of copy" % b["long_seq_rule_splits"],
         b["long_seq_dispatch_fraction_of_copy"], "{:.3f}", 0.7)
     row("1 x 32768 seed grid (8 blocks), fraction of copy", b["long_seq_seed_fraction_of_copy"], "{:.3f}")
+    if "long_seq_sweep_best_splits" in b:
+        row("1 x 32768 split-KV, best split count (%d), fraction of copy" % b["long_seq_sweep_best_splits"],
+            b["long_seq_sweep_best_fraction_of_copy"], "{:.3f}", 0.7)
+        sweep = sorted((int(k[len("long_seq_sweep_split"):-len("_fraction_of_copy")]), v) for k, v in b.items()
+                       if k.startswith("long_seq_sweep_split") and k.endswith("_fraction_of_copy"))
+        rows.append(("1 x 32768 split-KV sweep: fraction of copy by split count (rule: %d)"
+                     % b["long_seq_sweep_rule_splits"], ", ".join("%d: %.3f" % kv for kv in sweep), "(report)", ""))
     for n in (8192, 16384, 32768):
         row("window 4096 over %d: time (us)" % n, b["window4096_len%d_dispatch_us" % n], "{:.1f}")
     row("window 4096: max / min time over 8192..32768 (flat)", b["window_max_over_min"], "{:.3f}", 1.1,
