@@ -128,4 +128,44 @@ static __device__ __forceinline__ uint64_t kl__wide_elem_index(uint32_t step) {
     return ((uint64_t)blockIdx.x * KL__BLOCK_GROUP + step) * blockDim.x + threadIdx.x;
 }
 
+/* kl__store_chunk<W>, with the 16-byte store kept one instruction. */
+template <int W>
+static __device__ __forceinline__ void kl__store_chunk_w(__nv_bfloat16 *p, typename kl__bf16_chunk<W>::type v) {
+    kl__store_chunk<W>(p, v);
+}
+template <>
+__device__ __forceinline__ void kl__store_chunk_w<8>(__nv_bfloat16 *p, uint4 v) {
+    kl__store_chunk16(p, v);
+}
+
+/* mla_cache_assemble_wide's body: the n_tokens cache rows from token t0 on,
+ * the block's threads striding over n_tokens * mla_cache_dim / W chunks of
+ * W elements, each loaded once and stored to both caches. W must divide
+ * kv_lora, rope and every pointer's alignment (the caller picks it with
+ * kl__chunk_width), so no chunk straddles the latent / rope boundary. For
+ * W = 8 it is mla_cache_assemble_batched's group path; indices are 64-bit
+ * because nothing bounds mla_cache_dim below 2^32 here (256 threads, not
+ * mla_cache_dim of them). v_has_rope: MLA_V_HAS_ROPE. */
+template <int W>
+static __device__ __forceinline__ void kl__cache_assemble_rows(const __nv_bfloat16 *kv_latent,
+                                                               const __nv_bfloat16 *k_rope,
+                                                               __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache,
+                                                               uint32_t kv_lora, uint32_t rope,
+                                                               uint32_t mla_cache_dim, bool v_has_rope,
+                                                               uint64_t t0, uint32_t n_tokens) {
+    const uint32_t row_chunks = mla_cache_dim / W;
+    const uint64_t chunks = (uint64_t)n_tokens * row_chunks;
+    for (uint64_t i = threadIdx.x; i < chunks; i += blockDim.x) {
+        uint32_t cw;
+        const uint64_t t = t0 + kl__divmod_u64(i, row_chunks, &cw);
+        const uint32_t col = cw * W;
+        const __nv_bfloat16 *src = col < kv_lora ? kv_latent + t * kv_lora + col
+                                                 : k_rope + t * rope + (col - kv_lora);
+        const typename kl__bf16_chunk<W>::type v = kl__load_chunk<W>(src);
+        kl__store_chunk_w<W>(k_cache + t * mla_cache_dim + col, v);
+        kl__store_chunk_w<W>(v_cache + t * mla_cache_dim + col,
+                             v_has_rope || col < kv_lora ? v : kl__zero_chunk<W>());
+    }
+}
+
 #endif /* KLAUNCH_KERNELS_MLA_PREFILL_MLA_DATA_MOVEMENT_CUH */
