@@ -24,8 +24,10 @@
 //   gqa_fp8       the same shape over fp8: tokens/s against bf16 (target
 //                 >= 1.6x), dispatch against dispatch.
 //   long_seq      1 sequence x 32768 (bf16): split-KV at the rule's count
-//                 (target >= 0.7 of copy) and other counts; the seed grid
-//                 (8 blocks) for the record.
+//                 (target >= 0.7 of copy) and a sweep over 4, 8, 15, 16,
+//                 17, 24, 32, 33, 48, 64 splits (partial + combine), with
+//                 the best count's fraction of copy beside the rule's; the
+//                 seed grid (8 blocks) for the record.
 //   window        sliding window 4096 over 32 sequences of 8192, 16384 and
 //                 32768 positions (bf16, dispatch): the time should not
 //                 depend on the total length (max / min reported).
