@@ -4,8 +4,9 @@
 //   3 mla_kv_assemble_batched         4 mla_cache_assemble_batched
 //   6 mla_q_final_assemble_batched
 // in both variants' fatbins (mistral_small_4, deepseek_v4_flash). Kernels
-// 1, 2 and 6 run twice per case: the seed-grid launcher (_batched) and its
-// wide twin (_wide: the same contract on one block per 2048 elements).
+// 1, 2, 4 and 6 run twice per case: the seed-grid launcher (_batched) and its
+// wide twin (_wide: the same contract on one block per 2048 elements, or, for
+// kernel 4, per 8 tokens).
 //
 // Data movement must be bit-exact: inputs are random 16-bit patterns (NaNs,
 // infinities, subnormals and -0 included, so a kernel that converts through
@@ -286,6 +287,7 @@ TEST_P(MlaDataMovement, ModuleIsTheVariantTheContractNamesAndHoldsEveryKernel) {
     KL_EXPECT_OK(kl_mla_q_rope_extract_wide_get(&k, m));
     KL_EXPECT_OK(kl_mla_q_rope_writeback_wide_get(&k, m));
     KL_EXPECT_OK(kl_mla_q_final_assemble_wide_get(&k, m));
+    KL_EXPECT_OK(kl_mla_cache_assemble_wide_get(&k, m));
 }
 
 // ---- kernel 1 and 2 ------------------------------------------------------------------------
@@ -420,37 +422,64 @@ const CacheCase kCacheCases[] = {
     {3, 5, 3, 0},      // odd: 2-byte path
     {17, 6, 2, 0},     // 4-byte path
     {5, 12, 4, 0},     // 8-byte path
-    {2, 1000, 24, 0},  // mla_cache_dim 1024: the largest block
+    {2, 1000, 24, 0},  // mla_cache_dim 1024: the seed twin's largest block
     {17, 512, 64, 1},  // buffers 2 bytes off alignment
     {4, 0, 8, 0},      // no latent part
     {4, 16, 0, 0},     // no rope part
+    // the wide launcher's block edges (8 tokens a block), both paths
+    {7, 512, 64, 0},
+    {8, 256, 64, 0},
+    {9, 512, 64, 0},
+    {15, 256, 64, 1},
+    {16, 512, 64, 1},
+    {23, 13, 7, 0},
+    {2, 2000, 48, 0},  // mla_cache_dim 2048: the wide launcher only (the twin's block would be 2048)
+    {9, 1021, 3, 1},
+};
+
+// Kernel 4's two launchers: the seed grid and the wide grid (one block per
+// 8 tokens); same C signature.
+struct CacheLauncher {
+    const char *name;
+    kl_status (*get)(kl_kernel *, const kl_module *);
+    kl_status (*launch)(const kl_kernel *, const kl_bf16 *, const kl_bf16 *, kl_bf16 *, kl_bf16 *, uint32_t,
+                        uint32_t, uint32_t, uint32_t, kl_stream);
+    uint32_t max_dim; // the seed twin's block max(mla_cache_dim, 256) stops at 1024
+};
+const CacheLauncher kCacheLaunchers[] = {
+    {"mla_cache_assemble_batched", kl_mla_cache_assemble_batched_get, kl_mla_cache_assemble_batched, 1024},
+    {"mla_cache_assemble_wide", kl_mla_cache_assemble_wide_get, kl_mla_cache_assemble_wide, 0xffffffffu},
 };
 
 TEST_P(MlaDataMovement, CacheAssembleWritesTheVariantsVRopePart) {
-    kl_kernel k;
-    KL_ASSERT_OK(kl_mla_cache_assemble_batched_get(&k, mod()));
-    uint32_t seed = 400 + GetParam();
-    for (const CacheCase &c : kCacheCases) {
-        SCOPED_TRACE(describe(c) + ", " + var().name + (var().v_has_rope ? " (V has k_rope)" : " (V has zeros)") +
-                     ", seed " + std::to_string(seed));
-        std::mt19937 gen(seed++);
-        Region latent((size_t)c.num_tokens * c.kv_lora, c.misalign);
-        Region rope((size_t)c.num_tokens * c.rope, c.misalign);
-        Region k_cache((size_t)c.num_tokens * c.dim(), c.misalign);
-        Region v_cache((size_t)c.num_tokens * c.dim(), c.misalign);
-        latent.fill_random(gen);
-        rope.fill_random(gen);
-        k_cache.poison();
-        v_cache.poison();
-        std::vector<kl_bf16> want_k = k_cache.host, want_v = v_cache.host;
-        ref_cache_assemble(latent.host_ptr(), rope.host_ptr(), want_k.data() + k_cache.front,
-                           want_v.data() + v_cache.front, c, var().v_has_rope);
+    for (const CacheLauncher &l : kCacheLaunchers) {
+        kl_kernel k;
+        KL_ASSERT_OK(l.get(&k, mod()));
+        uint32_t seed = 400 + GetParam();
+        for (const CacheCase &c : kCacheCases) {
+            if (c.dim() > l.max_dim) continue;
+            SCOPED_TRACE(std::string(l.name) + ", " + describe(c) + ", " + var().name +
+                         (var().v_has_rope ? " (V has k_rope)" : " (V has zeros)") + ", seed " +
+                         std::to_string(seed));
+            std::mt19937 gen(seed++);
+            Region latent((size_t)c.num_tokens * c.kv_lora, c.misalign);
+            Region rope((size_t)c.num_tokens * c.rope, c.misalign);
+            Region k_cache((size_t)c.num_tokens * c.dim(), c.misalign);
+            Region v_cache((size_t)c.num_tokens * c.dim(), c.misalign);
+            latent.fill_random(gen);
+            rope.fill_random(gen);
+            k_cache.poison();
+            v_cache.poison();
+            std::vector<kl_bf16> want_k = k_cache.host, want_v = v_cache.host;
+            ref_cache_assemble(latent.host_ptr(), rope.host_ptr(), want_k.data() + k_cache.front,
+                               want_v.data() + v_cache.front, c, var().v_has_rope);
 
-        KL_ASSERT_OK(kl_mla_cache_assemble_batched(&k, latent.ptr(), rope.ptr(), k_cache.ptr(), v_cache.ptr(),
-                                                   c.num_tokens, c.kv_lora, c.rope, c.dim(), nullptr));
-        kl_test::synchronize();
-        EXPECT_TRUE(kl_test::bitwise_equal("k_cache (with guards)", k_cache.buf.download(), want_k));
-        EXPECT_TRUE(kl_test::bitwise_equal("v_cache (with guards)", v_cache.buf.download(), want_v));
+            KL_ASSERT_OK(l.launch(&k, latent.ptr(), rope.ptr(), k_cache.ptr(), v_cache.ptr(), c.num_tokens,
+                                  c.kv_lora, c.rope, c.dim(), nullptr));
+            kl_test::synchronize();
+            EXPECT_TRUE(kl_test::bitwise_equal("k_cache (with guards)", k_cache.buf.download(), want_k));
+            EXPECT_TRUE(kl_test::bitwise_equal("v_cache (with guards)", v_cache.buf.download(), want_v));
+        }
     }
 }
 
@@ -529,6 +558,9 @@ TEST_P(MlaDataMovement, EmptyLaunchSucceedsAndWritesNothing) {
     KL_ASSERT_OK(kl_mla_q_final_assemble_wide_get(&k, mod()));
     KL_EXPECT_OK(kl_mla_q_final_assemble_wide(&k, in_a.ptr(), in_b.ptr(), out_a.ptr(), 0, 16, 512, 64, 576,
                                               nullptr));
+    KL_ASSERT_OK(kl_mla_cache_assemble_wide_get(&k, mod()));
+    KL_EXPECT_OK(kl_mla_cache_assemble_wide(&k, in_a.ptr(), in_b.ptr(), out_a.ptr(), out_b.ptr(), 0, 256, 64, 320,
+                                            nullptr));
     kl_test::synchronize();
     EXPECT_TRUE(kl_test::bitwise_equal("out_a", out_a.buf.download(), out_a.host));
     EXPECT_TRUE(kl_test::bitwise_equal("out_b", out_b.buf.download(), out_b.host));
@@ -706,27 +738,30 @@ TEST_P(MlaDataMovement, CacheAssembleIndexesPastTwoTo32Elements) {
     ASSERT_GT(n_out, size_t(1) << 32);
     std::string why;
     if (!have_device_memory((n_lat + n_rope + 2 * n_out) * sizeof(kl_bf16), &why)) GTEST_SKIP() << why;
-    kl_kernel k;
-    KL_ASSERT_OK(kl_mla_cache_assemble_batched_get(&k, mod()));
     std::mt19937 gen(1100 + GetParam());
     BigInput latent(n_lat, gen);
     BigInput rope(n_rope, gen);
     DeviceBuffer<kl_bf16> k_cache(n_out), v_cache(n_out);
-    k_cache.poison();
-    v_cache.poison();
-    KL_ASSERT_OK(kl_mla_cache_assemble_batched(&k, latent.buf.get(), rope.buf.get(), k_cache.get(), v_cache.get(),
-                                               c.num_tokens, c.kv_lora, c.rope, c.dim(), nullptr));
-    kl_test::synchronize();
-    for (size_t first : {size_t(0), n_out - kOutWindow}) {
-        std::vector<kl_bf16> want_k(kOutWindow), want_v(kOutWindow);
-        for (size_t j = 0; j < kOutWindow; j++) {
-            const uint64_t i = first + j, t = i / c.dim(), col = i % c.dim();
-            want_k[j] = col < c.kv_lora ? latent.at(t * c.kv_lora + col) : rope.at(t * c.rope + (col - c.kv_lora));
-            want_v[j] = col < c.kv_lora || var().v_has_rope ? want_k[j] : bits(0x0000);
+    for (const CacheLauncher &l : kCacheLaunchers) {
+        SCOPED_TRACE(l.name);
+        kl_kernel k;
+        KL_ASSERT_OK(l.get(&k, mod()));
+        k_cache.poison();
+        v_cache.poison();
+        KL_ASSERT_OK(l.launch(&k, latent.buf.get(), rope.buf.get(), k_cache.get(), v_cache.get(), c.num_tokens,
+                              c.kv_lora, c.rope, c.dim(), nullptr));
+        kl_test::synchronize();
+        for (size_t first : {size_t(0), n_out - kOutWindow}) {
+            std::vector<kl_bf16> want_k(kOutWindow), want_v(kOutWindow);
+            for (size_t j = 0; j < kOutWindow; j++) {
+                const uint64_t i = first + j, t = i / c.dim(), col = i % c.dim();
+                want_k[j] = col < c.kv_lora ? latent.at(t * c.kv_lora + col) : rope.at(t * c.rope + (col - c.kv_lora));
+                want_v[j] = col < c.kv_lora || var().v_has_rope ? want_k[j] : bits(0x0000);
+            }
+            SCOPED_TRACE("cache elements from " + std::to_string(first));
+            EXPECT_TRUE(kl_test::bitwise_equal("k_cache window", download_range(k_cache, first, kOutWindow), want_k));
+            EXPECT_TRUE(kl_test::bitwise_equal("v_cache window", download_range(v_cache, first, kOutWindow), want_v));
         }
-        SCOPED_TRACE("cache elements from " + std::to_string(first));
-        EXPECT_TRUE(kl_test::bitwise_equal("k_cache window", download_range(k_cache, first, kOutWindow), want_k));
-        EXPECT_TRUE(kl_test::bitwise_equal("v_cache window", download_range(v_cache, first, kOutWindow), want_v));
     }
 }
 

@@ -4,7 +4,9 @@
 // 256-thread block per 2048 elements. Expectations: the twin's argument
 // packing (the seed's, transcribed in mla_prefill_launchers.h), grid x =
 // ceil(elements / 2048), block 256, no dynamic shared memory, and every
-// precondition refused the way the twin refuses it.
+// precondition refused the way the twin refuses it. mla_cache_assemble_wide
+// is one block per 8 tokens, and its arguments are the twin's with
+// num_tokens (launch-only there) passed to the kernel.
 #include "tests/wrappers/mla_prefill_launchers.h"
 
 namespace kltest {
@@ -56,6 +58,28 @@ struct QFinalAssembleWide : QFinalAssemble {
     uint64_t Elements() const { return uint64_t(num_tokens) * nq * mla_cache_dim; }
 };
 
+// The one wide launcher whose arguments are not its twin's: num_tokens, the
+// seed twin's launch-only grid, is a kernel argument (after v_cache, in the
+// parameter order), since a block of 8 tokens may be short.
+struct CacheAssembleWide : CacheAssemble {
+    static constexpr const char *kName = "mla_cache_assemble_wide";
+    static constexpr const char *kEntry = "mla_cache_assemble_wide";
+    static const kl_kernel_desc *Desc() { return &kl_mla_cache_assemble_wide_desc; }
+    static kl_status Get(kl_kernel *k, const kl_module *m) { return kl_mla_cache_assemble_wide_get(k, m); }
+    kl_status Check(const kl_kernel *k) const {
+        return kl_mla_cache_assemble_wide_check(k, kv_latent, k_rope, k_cache, v_cache, num_tokens, kv_lora, rope,
+                                                mla_cache_dim);
+    }
+    kl_status Launch(const kl_kernel *k, kl_stream s) const {
+        return kl_mla_cache_assemble_wide(k, kv_latent, k_rope, k_cache, v_cache, num_tokens, kv_lora, rope,
+                                          mla_cache_dim, s);
+    }
+    std::vector<unsigned char> WideArgs() const {
+        return kltest::SeedArgs().Ptr(kv_latent).Ptr(k_rope).Ptr(k_cache).Ptr(v_cache).U32(num_tokens)
+            .U32(kv_lora).U32(rope).U32(mla_cache_dim).bytes();
+    }
+};
+
 class MlaWide : public ::testing::Test {
   protected:
     RecordHarness h;
@@ -89,6 +113,17 @@ class MlaWide : public ::testing::Test {
             KL_ASSERT_STATUS(KL_SUCCESS, a.Check(&k)) << kl_last_error_message();
             KL_ASSERT_STATUS(KL_SUCCESS, a.Launch(&k, FakeStream())) << kl_last_error_message();
             ExpectSeedLaunch(h, L::Desc(), L::kEntry, {want_grid_x, 1, 1}, {256, 1, 1}, a.SeedArgs());
+        }
+    }
+    // The same for mla_cache_assemble_wide: grid ceil(num_tokens / 8).
+    void ExpectCacheWideLaunch(const CacheAssembleWide &a, uint64_t want_grid_x) {
+        for (const kl_module *m : {deepseek, mistral}) {
+            kl_kernel k = Kernel<CacheAssembleWide>(m);
+            h.Clear();
+            KL_ASSERT_STATUS(KL_SUCCESS, a.Check(&k)) << kl_last_error_message();
+            KL_ASSERT_STATUS(KL_SUCCESS, a.Launch(&k, FakeStream())) << kl_last_error_message();
+            ExpectSeedLaunch(h, CacheAssembleWide::Desc(), CacheAssembleWide::kEntry, {want_grid_x, 1, 1},
+                             {256, 1, 1}, a.WideArgs());
         }
     }
 };
@@ -127,6 +162,33 @@ TEST_F(MlaWide, QFinalAssembleLaunchesOneBlockPer2048Elements) {
     ExpectWideLaunch(a, 9212);
     a.nq = 15; // 2047 * 15 * 576 = 17686080 = 8635 * 2048 + 1600
     ExpectWideLaunch(a, 8636);
+}
+
+TEST_F(MlaWide, CacheAssembleLaunchesOneBlockPer8Tokens) {
+    CacheAssembleWide a; // 13 tokens: two blocks, the second of 5 (the seed twin: 13)
+    ExpectCacheWideLaunch(a, 2);
+    a.num_tokens = 8;
+    ExpectCacheWideLaunch(a, 1);
+    a.num_tokens = 1;
+    ExpectCacheWideLaunch(a, 1);
+    a.num_tokens = 4097; a.kv_lora = 512; a.rope = 64; a.mla_cache_dim = 576;
+    ExpectCacheWideLaunch(a, 513);
+    // The largest num_tokens: 2^29 blocks, well inside grid x's limit.
+    a.num_tokens = 0xffffffffu;
+    ExpectCacheWideLaunch(a, 1u << 29);
+}
+
+// Block 256 whatever the row: the seed twin's block max(mla_cache_dim, 256)
+// refuses rows past 1024 elements, this launcher has no such limit.
+TEST_F(MlaWide, CacheAssembleBlockIs256ForAnyRow) {
+    CacheAssembleWide a;
+    a.kv_lora = 2000; a.rope = 48; a.mla_cache_dim = 2048;
+    ExpectCacheWideLaunch(a, 2);
+    CacheAssemble twin;
+    twin.kv_lora = 2000; twin.rope = 48; twin.mla_cache_dim = 2048;
+    kl_kernel k = Kernel<CacheAssemble>();
+    h.Clear();
+    EXPECT_NE(KL_SUCCESS, twin.Launch(&k, FakeStream()));
 }
 
 // Past 2^32 elements the grid is still well inside the CUDA limit, and the
@@ -177,6 +239,12 @@ TEST_F(MlaWide, EmptyLaunchesLaunchNothing) {
         kl_kernel k = Kernel<QFinalAssembleWide>();
         ExpectEmptyLaunch(h, &k, a);
     }
+    {
+        CacheAssembleWide a;
+        a.num_tokens = 0;
+        kl_kernel k = Kernel<CacheAssembleWide>();
+        ExpectEmptyLaunch(h, &k, a);
+    }
 }
 
 TEST_F(MlaWide, RefusesNullPointers) {
@@ -189,6 +257,9 @@ TEST_F(MlaWide, RefusesNullPointers) {
     QFinalAssembleWide q;
     q.q_rope = nullptr;
     ExpectRefuses(q, KL_ERROR_NULL_POINTER, {"q_rope"}, "");
+    CacheAssembleWide c;
+    c.v_cache = nullptr;
+    ExpectRefuses(c, KL_ERROR_NULL_POINTER, {"v_cache"}, "");
 }
 
 // ---- preconditions (the seed twins') ------------------------------------------
@@ -234,12 +305,22 @@ TEST_F(MlaWide, QFinalAssembleRejectsRowNotLoraPlusRope) {
                   Ref<QFinalAssembleWide>("preconditions:", "mla_cache_dim == kv_lora + rope"));
 }
 
+TEST_F(MlaWide, CacheAssembleRejectsRowNotLoraPlusRope) {
+    CacheAssembleWide a;
+    a.rope = 12;
+    ExpectRefuses(a, KL_ERROR_PRECONDITION,
+                  {"mla_cache_dim == kv_lora + rope", "mla_cache_dim = 28", "kv_lora = 17", "rope = 12",
+                   "a cache row is [kv_latent | rope part]"},
+                  Ref<CacheAssembleWide>("preconditions:", "mla_cache_dim == kv_lora + rope"));
+}
+
 // Coverage guard: a precondition added to a wide launcher fails here until it
 // has a test above; and the wide launchers keep exactly their twins' list.
 TEST_F(MlaWide, EveryPreconditionOfTheWideLaunchersIsTestedHere) {
     ExpectTestedChecks(QRopeExtractWide::Desc(), {"hd == nope + rope", "nq * hd <= q_dim"});
     ExpectTestedChecks(QRopeWritebackWide::Desc(), {"hd == nope + rope", "nq * hd <= q_dim"});
     ExpectTestedChecks(QFinalAssembleWide::Desc(), {"mla_cache_dim == kv_lora + rope"});
+    ExpectTestedChecks(CacheAssembleWide::Desc(), {"mla_cache_dim == kv_lora + rope"});
 }
 
 } // namespace
