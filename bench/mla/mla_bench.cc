@@ -25,7 +25,8 @@
 //   dm_*            the five data-movement launchers at sizes far past L2:
 //                   bytes = what the contract reads + writes, each once;
 //                   dm_*_wide: the wide twins (one block per 2048 elements)
-//                   of rope extract/writeback and q_final at the same sizes
+//                   of rope extract/writeback and q_final, and of cache
+//                   assembly (one block per 8 tokens), at the same sizes
 // Attention FLOPs count causal work as half of dense: heads * S (S+1) / 2 *
 // 2 (D + kv_lora) (the seed's V is D wide: 2 (D + D)). GEMM FLOPs: 2 m g k n.
 //
@@ -326,8 +327,9 @@ void bench_data_movement() {
                }, g_runs, 3), 0, bytes);
     }
     {
-        kl_kernel k;
+        kl_kernel k, kw;
         ok(kl_mla_cache_assemble_batched_get(&k, mod), "get");
+        ok(kl_mla_cache_assemble_wide_get(&kw, mod), "get");
         const uint32_t t = 262144;
         Buf lat(size_t{t} * kv_lora * 2), kr(size_t{t} * rope * 2), kc(size_t{t} * cache * 2), vc(size_t{t} * cache * 2);
         fill_random(lat, 84);
@@ -338,6 +340,10 @@ void bench_data_movement() {
         report("dm_cache_assemble", what.str(), median_us([&](int) {
                    ok(kl_mla_cache_assemble_batched(&k, lat.bf(), kr.bf(), kc.bf(), vc.bf(), t, kv_lora, rope, cache, nullptr),
                       "cache_assemble");
+               }, g_runs, 3), 0, bytes);
+        report("dm_cache_assemble_wide", what.str(), median_us([&](int) {
+                   ok(kl_mla_cache_assemble_wide(&kw, lat.bf(), kr.bf(), kc.bf(), vc.bf(), t, kv_lora, rope, cache, nullptr),
+                      "cache_assemble_wide");
                }, g_runs, 3), 0, bytes);
     }
     {
