@@ -1,6 +1,6 @@
 #include "klaunch/mla_prefill.cuh"
 
-#include "../common/kl_copy.cuh"
+#include "mla_data_movement.cuh"
 
 #if !defined(MLA_V_HAS_ROPE)
 #error "klaunch/mla_prefill.cuh did not define MLA_V_HAS_ROPE; regenerate it from specs/mla_prefill.yaml"
@@ -59,26 +59,6 @@ static __device__ __forceinline__ void mla_cache_assemble_batched__row(
     }
 }
 
-/* The wide path: the group of 8 tokens that starts at token t0, n_tokens of
- * them (fewer in a short last group). */
-static __device__ __forceinline__ void mla_cache_assemble_batched__group(
-    const __nv_bfloat16 *kv_latent, const __nv_bfloat16 *k_rope, __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache,
-    uint32_t kv_lora, uint32_t rope, uint32_t mla_cache_dim, uint64_t t0, uint32_t n_tokens) {
-    const uint32_t row_chunks = mla_cache_dim / 8;
-    const uint32_t chunks = n_tokens * row_chunks;
-    for (uint32_t i = threadIdx.x; i < chunks; i += blockDim.x) {
-        const uint32_t k = i / row_chunks;
-        const uint32_t col = (i - k * row_chunks) * 8;
-        const uint64_t t = t0 + k;
-        const __nv_bfloat16 *src = col < kv_lora ? kv_latent + t * kv_lora + col
-                                                 : k_rope + t * rope + (col - kv_lora);
-        const uint4 v = kl__load_chunk<8>(src);
-        kl__store_chunk16(k_cache + t * mla_cache_dim + col, v);
-        kl__store_chunk16(v_cache + t * mla_cache_dim + col,
-                          MLA_V_HAS_ROPE || col < kv_lora ? v : kl__zero_chunk<8>());
-    }
-}
-
 extern "C" __global__ void __launch_bounds__(1024)
 mla_cache_assemble_batched(const __nv_bfloat16 *kv_latent, const __nv_bfloat16 *k_rope, __nv_bfloat16 *k_cache,
                            __nv_bfloat16 *v_cache, uint32_t kv_lora, uint32_t rope, uint32_t mla_cache_dim) {
@@ -90,8 +70,10 @@ mla_cache_assemble_batched(const __nv_bfloat16 *kv_latent, const __nv_bfloat16 *
     if (w == 8) {
         if (!kl__leads_block_group()) return;
         const uint32_t left = gridDim.x - blockIdx.x;
-        mla_cache_assemble_batched__group(kv_latent, k_rope, k_cache, v_cache, kv_lora, rope, mla_cache_dim, t,
-                                          left < KL__BLOCK_GROUP ? left : KL__BLOCK_GROUP);
+        /* the group's 8 tokens (fewer in a short last group): the body
+         * mla_cache_assemble_wide runs per block */
+        kl__cache_assemble_rows<8>(kv_latent, k_rope, k_cache, v_cache, kv_lora, rope, mla_cache_dim,
+                                   MLA_V_HAS_ROPE != 0, t, left < KL__BLOCK_GROUP ? left : KL__BLOCK_GROUP);
         return;
     }
     const __nv_bfloat16 *latent_row = kv_latent + t * kv_lora;
