@@ -106,17 +106,27 @@ static inline uint64_t kl_paged_decode_split_workspace_bytes(uint32_t num_seqs, 
  * nonzero. base = num_seqs * num_kv_heads (the seed grid's blocks). A grid
  * of B = base * S equal blocks runs in waves = ceil_div(B, sm_count) waves
  * and keeps busy the fraction B / (waves * sm_count) of the multiprocessor
- * time. S is the smallest count in [1, cap] whose fraction is at least
- * 0.9, or, when none reaches 0.9, the one with the largest fraction (the
- * smallest of equals); cap = min(KL_PAGED_DECODE_MAX_SPLITS,
+ * time. S0 is the smallest count in [1, cap] whose fraction is at least
+ * 0.9, and S the largest count in [S0, cap] that runs in the same waves as
+ * S0: min(cap, floor(waves(S0) * sm_count / base)). When no count reaches
+ * 0.9, S is the one with the largest fraction (the smallest of equals).
+ * cap = min(KL_PAGED_DECODE_MAX_SPLITS,
  * window / KL_PAGED_DECODE_MIN_SPLIT_POSITIONS, ceil_div(window,
  * block_size)), at least 1 (each split at least 256 positions and one cache
  * block). Returns 1 when any argument but sliding_window is zero.
  *
+ * Why past S0: the waves take the same time per block-position, so more
+ * splits in the same waves means shorter blocks on more multiprocessors.
+ * Measured on an H200 (132 SMs, GQA bf16, 1 x 32768; bench/decode's sweep,
+ * 2026-11-29): S0 = 15 (120 blocks, 91% busy, one wave) 0.61 of copy
+ * bandwidth; S = floor(132 / 8) = 16 (128 blocks, 97%, one wave, 2048
+ * positions a split) 0.64, the best of the sweep; a second wave costs more
+ * than it fills (17: 0.41, 32: 0.52, 33: 0.51, 64: 0.40).
+ *
  * So the seed grid stays (S = 1) whenever base >= 9 * sm_count; e.g. on
- * 132 multiprocessors: 32 sequences x 8 KV heads (256 blocks, 97% busy) ->
- * 1; one sequence of 32768 x 8 KV heads -> 15 (120 blocks, 91%); one of
- * 1000 -> 3 (the 256-position floor). */
+ * 132 multiprocessors: 32 sequences x 8 KV heads (256 blocks, 97% busy, 2
+ * waves; S = 2 would need 4) -> 1; one sequence of 32768 x 8 KV heads -> 16
+ * (128 blocks, 97%); one of 1000 -> 3 (the 256-position floor). */
 static inline uint32_t kl_paged_decode_num_splits(uint32_t num_seqs, uint32_t num_kv_heads, uint32_t max_seq_len,
                                                   uint32_t sliding_window, uint32_t block_size, uint32_t sm_count) {
     uint32_t window, cap, s, best = 1;
@@ -133,7 +143,12 @@ static inline uint32_t kl_paged_decode_num_splits(uint32_t num_seqs, uint32_t nu
     for (s = 1; s <= cap; s++) {
         const uint64_t blocks = base * s;
         const uint64_t slots = (blocks + sm_count - 1u) / sm_count * sm_count;
-        if (10u * blocks >= 9u * slots) return s;
+        if (10u * blocks >= 9u * slots) {
+            /* Then the most splits in the same waves: equal time per wave,
+             * shorter blocks, more multiprocessors busy (slots / base >= s). */
+            const uint64_t fit = slots / base;
+            return fit < cap ? (uint32_t)fit : cap;
+        }
         /* blocks / slots > best_blocks / best_slots, without division */
         if (blocks * best_slots > best_blocks * slots) {
             best = s;

@@ -5,7 +5,8 @@
 // Expected values are worked out by hand from the rule as the header states
 // it (window, cap, base = num_seqs * heads, the fraction
 // B / (ceil_div(B, sm) * sm) of multiprocessor time a grid of B equal blocks
-// keeps busy, the smallest S reaching 0.9, else the best), with the
+// keeps busy, the smallest S0 reaching 0.9 grown to the most splits in
+// S0's waves, min(cap, waves * sm / base), else the best), with the
 // arithmetic written next to each case; a sweep compares the function with
 // a brute-force reading of the same rule in floating point.
 #include <gtest/gtest.h>
@@ -33,24 +34,32 @@ TEST(PagedDecodeNumSplits, KeepsTheSeedGridWhenItFillsTheGpu) {
 }
 
 TEST(PagedDecodeNumSplits, SplitsOneLongSequenceOverTheMultiprocessors) {
-    // 1 x 8 blocks: 8S / 132 >= 0.9 first at S = 15 (120 / 132 = 0.909;
-    // S = 14: 112 / 132 = 0.848). cap = min(64, 32768 / 256, 32768 / 16) = 64.
-    EXPECT_EQ(kl_paged_decode_num_splits(1, 8, 32768, 0, 16, kH200), 15u);
-    // 148 SMs: 8S >= 133.2 -> S = 17 (136 / 148 = 0.919; 16: 128 / 148 = 0.865).
-    EXPECT_EQ(kl_paged_decode_num_splits(1, 8, 32768, 0, 16, 148), 17u);
-    // 170 SMs: 8S >= 153 -> S = 20 (160 / 170; 19: 152 / 170 = 0.894).
-    EXPECT_EQ(kl_paged_decode_num_splits(1, 8, 32768, 0, 16, 170), 20u);
+    // 1 x 8 blocks: 8S / 132 >= 0.9 first at S0 = 15 (120 / 132 = 0.909;
+    // S = 14: 112 / 132 = 0.848), one wave; the most in one wave is
+    // floor(132 / 8) = 16 (128 / 132 = 0.97). cap = min(64, 32768 / 256,
+    // 32768 / 16) = 64. (The rule chose 15 before it grew S0 within its
+    // waves; 15 measured 0.60 of copy on an H200, 16 has 128 / 120 of the
+    // busy multiprocessors for the same bytes.)
+    EXPECT_EQ(kl_paged_decode_num_splits(1, 8, 32768, 0, 16, kH200), 16u);
+    // 148 SMs: 8S >= 133.2 -> S0 = 17 (136 / 148 = 0.919), one wave; most in
+    // one wave floor(148 / 8) = 18 (144 / 148). Was 17.
+    EXPECT_EQ(kl_paged_decode_num_splits(1, 8, 32768, 0, 16, 148), 18u);
+    // 170 SMs: 8S >= 153 -> S0 = 20 (160 / 170; 19: 152 / 170 = 0.894); most
+    // in one wave floor(170 / 8) = 21 (168 / 170). Was 20.
+    EXPECT_EQ(kl_paged_decode_num_splits(1, 8, 32768, 0, 16, 170), 21u);
     // Plain kernels, two blocks an SM: pass 264 slots and 32 query heads:
-    // 32S / 264 >= 0.9 -> S = 8 (256 / 264 = 0.97; 7: 224 / 264 = 0.848).
+    // 32S / 264 >= 0.9 -> S = 8 (256 / 264 = 0.97; 7: 224 / 264 = 0.848);
+    // floor(264 / 32) = 8 too.
     EXPECT_EQ(kl_paged_decode_num_splits(1, 32, 32768, 0, 16, 2 * kH200), 8u);
 }
 
 TEST(PagedDecodeNumSplits, BalancesTheLastWaveOfALargerGrid) {
     // 140 blocks (> 132, < 9 * 132): S = 1: 140 / 264 = 0.53; 2: 280 / 396
     // = 0.71; 3: 420 / 528 = 0.80; 4: 560 / 660 = 0.85; 5: 700 / 792 = 0.88;
-    // 6: 840 / 924 = 0.909.
+    // 6: 840 / 924 = 0.909, 7 waves; 7 would need 8 (980 > 924).
     EXPECT_EQ(kl_paged_decode_num_splits(140, 1, 4096, 0, 16, kH200), 6u);
-    // 300 blocks: S = 1: 300 / 396 = 0.76; 2: 600 / 660 = 0.909.
+    // 300 blocks: S = 1: 300 / 396 = 0.76; 2: 600 / 660 = 0.909, 5 waves;
+    // 3 would need 7 (900 > 660).
     EXPECT_EQ(kl_paged_decode_num_splits(75, 4, 4096, 0, 16, kH200), 2u);
 }
 
@@ -72,16 +81,17 @@ TEST(PagedDecodeNumSplits, KeepsAtLeast256PositionsASplit) {
 }
 
 TEST(PagedDecodeNumSplits, SlidingWindowClipsTheWindow) {
-    // window 1024 -> cap 4; window 4096 -> cap 16, and 15 reaches 0.9.
+    // window 1024 -> cap 4; window 4096 -> cap 16, 15 reaches 0.9 and 16
+    // (128 blocks) is the most in its one wave (was 15).
     EXPECT_EQ(kl_paged_decode_num_splits(1, 8, 32768, 1024, 16, kH200), 4u);
-    EXPECT_EQ(kl_paged_decode_num_splits(1, 8, 32768, 4096, 16, kH200), 15u);
+    EXPECT_EQ(kl_paged_decode_num_splits(1, 8, 32768, 4096, 16, kH200), 16u);
     // A window longer than the sequence changes nothing.
     EXPECT_EQ(kl_paged_decode_num_splits(1, 8, 1000, 4096, 16, kH200), 3u);
     EXPECT_EQ(kl_paged_decode_num_splits(1, 8, 1000, 1000, 16, kH200), 3u);
     // The same window over longer sequences: the same count (the time of a
     // windowed decode does not grow with the sequence).
     for (uint32_t len : {8192u, 16384u, 32768u, 1u << 20})
-        EXPECT_EQ(kl_paged_decode_num_splits(1, 8, len, 4096, 16, kH200), 15u) << "length " << len;
+        EXPECT_EQ(kl_paged_decode_num_splits(1, 8, len, 4096, 16, kH200), 16u) << "length " << len;
 }
 
 TEST(PagedDecodeNumSplits, KeepsAtLeastOneCacheBlockASplit) {
@@ -90,8 +100,9 @@ TEST(PagedDecodeNumSplits, KeepsAtLeastOneCacheBlockASplit) {
     EXPECT_EQ(kl_paged_decode_num_splits(1, 8, 4096, 0, 3000, kH200), 2u);
     EXPECT_EQ(kl_paged_decode_num_splits(1, 8, 4096, 0, 4096, kH200), 1u);
     EXPECT_EQ(kl_paged_decode_num_splits(1, 8, 4096, 0, 1u << 31, kH200), 1u);
-    // Block size 1 leaves the 256-position floor as the cap.
-    EXPECT_EQ(kl_paged_decode_num_splits(1, 8, 4096, 0, 1, kH200), 15u);
+    // Block size 1 leaves the 256-position floor as the cap: 16, and 16 is
+    // the most in one wave (was 15, the first to reach 0.9).
+    EXPECT_EQ(kl_paged_decode_num_splits(1, 8, 4096, 0, 1, kH200), 16u);
 }
 
 TEST(PagedDecodeNumSplits, DegenerateArgumentsGiveOneSplit) {
@@ -110,14 +121,16 @@ TEST(PagedDecodeNumSplits, NoOverflowAtTheLimits) {
     // One block a split on 2^32 - 1 "SMs": S / sm grows with S up to 64.
     EXPECT_EQ(kl_paged_decode_num_splits(1, 1, big, 0, 1, big), 64u);
     // base = sm + 1 with sm near 2^32: S blocks over S + 1 waves' slots,
-    // (S*sm + S) / ((S + 1)*sm), first >= 0.9 at S = 9 (8: 0.889).
+    // (S*sm + S) / ((S + 1)*sm), first >= 0.9 at S = 9 (8: 0.889); 10 would
+    // need 11 waves (10*sm + 10 > 10*sm).
     EXPECT_EQ(kl_paged_decode_num_splits(big, 1, big, 0, 1, big - 1), 9u);
     // base = 8 * sm exactly: one split fills 8 waves.
     EXPECT_EQ(kl_paged_decode_num_splits(big, 8, big, 0, 1, big), 1u);
 }
 
 // Brute force in floating point: every S in [1, cap], fraction
-// B / (ceil(B / sm) * sm), smallest S >= 0.9, else the first maximum.
+// B / (ceil(B / sm) * sm), smallest S >= 0.9 then stepped up while the
+// next count stays in the same number of waves, else the first maximum.
 uint32_t rule_by_brute_force(uint32_t seqs, uint32_t heads, uint32_t len, uint32_t window, uint32_t bs, uint32_t sm) {
     if (seqs == 0 || heads == 0 || len == 0 || bs == 0 || sm == 0) return 1;
     const double w = (window != 0 && window < len) ? window : len;
@@ -130,7 +143,14 @@ uint32_t rule_by_brute_force(uint32_t seqs, uint32_t heads, uint32_t len, uint32
     for (uint32_t s = 1; s <= static_cast<uint32_t>(cap); s++) {
         const double blocks = static_cast<double>(seqs) * heads * s;
         const double frac = blocks / (std::ceil(blocks / sm) * sm);
-        if (frac >= 0.9 - 1e-12) return s;
+        if (frac >= 0.9 - 1e-12) {
+            const double waves = std::ceil(blocks / sm);
+            uint32_t t = s;
+            while (t + 1 <= static_cast<uint32_t>(cap) &&
+                   std::ceil(static_cast<double>(seqs) * heads * (t + 1) / sm) == waves)
+                t++;
+            return t;
+        }
         if (frac > best_frac + 1e-12) {
             best_frac = frac;
             best = s;
