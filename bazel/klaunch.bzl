@@ -8,8 +8,10 @@ Runs //codegen:generator on the spec and makes
                    `#include "klaunch/<name>.h"` works
   :<name>_cuh      cc_library of klaunch/<name>.cuh, for kl_fatbin's hdrs
 
-Use it in a package without a committed klaunch/ folder (specs/): the build
-must see only these generated headers, never the committed copies in
+The spec may live in any package; the generator reads it as
+specs/<file name> (as //:generate does), which is what generated files and
+messages name. Use it in a package without a committed klaunch/ folder: the
+build must see only these generated headers, never the committed copies in
 generated/. The spec's `family` must equal `name`.
 """
 
@@ -27,6 +29,10 @@ def kl_codegen_cmd(args):
             "for s in $(SRCS); do ln -s $$PWD/$$s $$KL_OUT/specs/; done && " +
             "gen=$$PWD/$(location %s) && (cd $$KL_OUT && $$gen %s)") % (_CODEGEN, args)
 
+def _file_name(spec):
+    """"specs/x.yaml", ":x.yaml" or "//pkg:dir/x.yaml" -> "x.yaml"."""
+    return spec.split(":")[-1].split("/")[-1]
+
 def kl_family(name, spec, visibility = None):
     h = "klaunch/%s.h" % name
     cuh = "klaunch/%s.cuh" % name
@@ -38,7 +44,7 @@ def kl_family(name, spec, visibility = None):
         # Run as //:generate runs it (--include-dir generated, the spec as
         # specs/<name>.yaml, paths the generator prints as given) so these
         # outputs equal the committed copies byte for byte.
-        cmd = kl_codegen_cmd("--include-dir generated $(location %s)" % spec) +
+        cmd = kl_codegen_cmd("--include-dir generated specs/%s" % _file_name(spec)) +
               " && cp $$KL_OUT/generated/%s $(location %s)" % (h, h) +
               " && cp $$KL_OUT/generated/%s $(location %s)" % (cuh, cuh),
         message = "Generating the launchers of %s" % name,
