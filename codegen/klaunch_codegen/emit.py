@@ -11,7 +11,7 @@ import jinja2
 
 from . import REGENERATE_COMMAND, RUNTIME_ABI, __version__
 from . import expr as ex
-from .spec import LauncherResolver
+from .model import LauncherResolver
 
 _TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 

@@ -14,7 +14,7 @@ import unittest
 
 import codegen_test_support as support
 from klaunch_codegen import expr as ex
-from klaunch_codegen.spec import Type
+from klaunch_codegen.model import Type
 
 U64 = (1 << 64) - 1
 

@@ -1,0 +1,175 @@
+"""The validated spec: what validate.py builds and emit.py renders.
+
+Objects here hold only what a spec says once it is known to be right
+(names, types, positions, expressions, check tables, the parameter
+layout); the checks that make it so live in validate.py.
+"""
+
+from . import expr as ex
+from . import schema
+
+
+class Type:
+    """A parameter type: a scalar name, or a pointer to `elem`."""
+
+    def __init__(self, name, elem=None, const=False):
+        self.name = name  # "u32" ... "bool", or "ptr"
+        self.elem = elem
+        self.const = const
+
+    @property
+    def is_pointer(self):
+        return self.name == "ptr"
+
+    @property
+    def spec(self):
+        if self.is_pointer:
+            return "%s%s*" % ("const " if self.const else "", self.elem)
+        return self.name
+
+    def _ptr(self, elems):
+        return "%s%s *" % ("const " if self.const else "", elems[self.elem])
+
+    @property
+    def c(self):
+        return self._ptr(schema.C_ELEM) if self.is_pointer else schema.C_SCALAR[self.name]
+
+    @property
+    def cuda(self):
+        return self._ptr(schema.CUDA_ELEM) if self.is_pointer else schema.CUDA_SCALAR[self.name]
+
+    @property
+    def kind(self):
+        return "KL_PARAM_PTR" if self.is_pointer else schema.PARAM_KIND[self.name]
+
+    @property
+    def size(self):
+        return 8 if self.is_pointer else schema.PARAM_SIZE[self.name]
+
+
+
+class Param:
+    def __init__(self, name, ptype, launch_only, doc, pos):
+        self.name = name
+        self.type = ptype
+        self.launch_only = launch_only
+        self.doc = doc
+        self.pos = pos
+        self.offset = None  # in the kernel's parameter buffer; None if launch-only
+
+
+class Expr:
+    """An expression as written, where it is, and its syntax tree."""
+
+    def __init__(self, text, node, pos, tree):
+        self.text = text
+        self.node = node
+        self.pos = pos
+        self.tree = tree
+        self.names = ex.names_read(tree)
+
+
+class Check:
+    """One entry of the launcher's kl_check_info table."""
+
+    def __init__(self, what, expr, message, pos, args, status=None):
+        self.what = what  # "precondition", "grid.x", ..., "block", "shared_bytes"
+        self.expr = expr  # Expr, or None for the block's thread count
+        self.message = message
+        self.pos = pos
+        self.args = args  # names read, in order of first appearance
+        self.status = status  # preconditions: KL_ERROR_PRECONDITION or KL_ERROR_VARIANT_MISMATCH
+        self.text = expr.text if expr is not None else None
+        self.index = None
+        self.value = None  # int when the expression reads nothing (checked here)
+
+
+class Launcher:
+    def __init__(self, name, pos):
+        self.name = name
+        self.pos = pos
+        self.entry = name
+        self.entry_pos = pos
+        self.doc = ""
+        self.params = []
+        self.grid = {}  # "x" -> Check (only the given components)
+        self.block = {}
+        self.block_threads = None  # Check of x*y*z
+        self.block_pos = pos
+        self.shared = None  # Check or None (0 bytes)
+        self.max_dynamic_shared = 0  # bytes the kernel opts in to when loaded; 0: the 48 KiB default
+        self.max_dynamic_shared_expr = None  # Expr as written, or None
+        self.preconditions = []
+        self.const_names = []
+        # launch_attributes: cluster (x, y, z) or None; the two flags; where
+        # the mapping is (for runtime messages).
+        self.cluster = None
+        self.programmatic_serialization = False
+        self.cooperative = False
+        self.attributes_pos = None
+
+    @property
+    def has_attributes(self):
+        return self.attributes_pos is not None
+
+    @property
+    def kernel_params(self):
+        return [p for p in self.params if not p.launch_only]
+
+    @property
+    def param_bytes(self):
+        kp = self.kernel_params
+        return kp[-1].offset + kp[-1].type.size if kp else 0
+
+    @property
+    def checks(self):
+        out = list(self.preconditions)
+        out += [self.grid[a] for a in "xyz" if a in self.grid]
+        out += [self.block[a] for a in "xyz" if a in self.block]
+        out.append(self.block_threads)
+        if self.shared is not None:
+            out.append(self.shared)
+        return out
+
+
+class Variant:
+    def __init__(self, name, doc, constants, pos):
+        self.name = name
+        self.doc = doc
+        self.constants = constants  # [(name, int)] in spec order
+        self.pos = pos
+
+
+class Spec:
+    def __init__(self, source, sha256):
+        self.source = source
+        self.path = source.path
+        self.sha256 = sha256
+        self.family = None
+        self.family_pos = (1, 1)
+        self.doc = ""
+        self.variants = []
+        self.launchers = []
+
+    @property
+    def const_names(self):
+        return [n for n, _ in self.variants[0].constants] if self.variants else []
+
+
+
+class LauncherResolver:
+    """What an expression of a validated launcher reads, with each constant's slot in kernel->consts."""
+
+    def __init__(self, launcher):
+        self.params = {p.name: p for p in launcher.params}
+        self.const_index = {n: i for i, n in enumerate(launcher.const_names)}
+
+    def __call__(self, name):
+        p = self.params.get(name)
+        if p is not None:
+            return ex.Binding("param", name, ptype=p.type)
+        return ex.Binding("const", name, const_index=self.const_index[name])
+
+    def candidates(self):
+        return list(self.params) + list(self.const_index)
+

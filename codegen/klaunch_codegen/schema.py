@@ -1,0 +1,89 @@
+"""What a spec may say, as data: its keys, the hints for missing ones, the
+parameter types and their C spellings, the CUDA limits a launch must meet,
+and the names C and C++ reserve. The validator (validate.py) reads these
+tables; nothing here reads a spec.
+"""
+
+# ---- types --------------------------------------------------------------------
+
+SCALAR_TYPES = ("u32", "u64", "i32", "f32", "bool")
+POINTER_ELEMENTS = ("bf16", "f16", "fp8_e4m3", "f32", "i32", "u32", "u8", "void")
+TYPE_EXPECTED = "expected u32, u64, i32, f32, bool, T* or const T*"
+
+C_SCALAR = {"u32": "uint32_t", "u64": "uint64_t", "i32": "int32_t", "f32": "float", "bool": "bool"}
+C_ELEM = {
+    "bf16": "kl_bf16",
+    "f16": "kl_f16",
+    "fp8_e4m3": "kl_fp8_e4m3",
+    "f32": "float",
+    "i32": "int32_t",
+    "u32": "uint32_t",
+    "u8": "uint8_t",
+    "void": "void",
+}
+CUDA_SCALAR = {"u32": "uint32_t", "u64": "uint64_t", "i32": "int32_t", "f32": "float", "bool": "uint32_t"}
+CUDA_ELEM = {
+    "bf16": "__nv_bfloat16",
+    "f16": "__half",
+    "fp8_e4m3": "__nv_fp8_e4m3",
+    "f32": "float",
+    "i32": "int32_t",
+    "u32": "uint32_t",
+    "u8": "uint8_t",
+    "void": "void",
+}
+PARAM_KIND = {"u32": "KL_PARAM_U32", "u64": "KL_PARAM_U64", "i32": "KL_PARAM_I32", "f32": "KL_PARAM_F32", "bool": "KL_PARAM_BOOL"}
+PARAM_SIZE = {"u32": 4, "u64": 8, "i32": 4, "f32": 4, "bool": 4}
+
+# ---- keys -----------------------------------------------------------------------
+
+TOP_KEYS = ("family", "doc", "variants", "launchers")
+VARIANT_KEYS = ("doc", "constants")
+LAUNCHER_KEYS = ("name", "entry", "doc", "params", "grid", "block", "shared_bytes", "max_dynamic_shared", "preconditions", "launch_attributes")
+ATTRIBUTE_KEYS = ("cluster", "programmatic_serialization", "cooperative")
+PARAM_KEYS = ("name", "type", "launch_only", "doc")
+DIM_KEYS = ("x", "y", "z")
+PRE_KEYS = ("check", "message")
+
+REQUIRED_HINTS = {
+    "family": "add family: <file stem>",
+    "variants": "add variants: with at least one variant (one fatbin each)",
+    "launchers": "add launchers: with one entry per kernel",
+    "name": "every launcher has a name (its C launcher is kl_<name>)",
+    "params": "list the kernel's parameters in kernel order",
+    "grid": "add grid: {x: ...}",
+    "block": "add block: {x: ...}",
+    "x": "x is required; y and z default to 1",
+    "check": "add check: <condition>",
+    "message": "say what the caller got wrong, for the error message",
+    "type": "add type: u32 (or u64, i32, f32, bool, T*, const T*)",
+}
+
+
+# ---- CUDA limits and defaults -------------------------------------------------------
+
+CLUSTER_MAX = 8  # the portable cluster size (blocks), every cluster-capable GPU
+DEFAULT_DYNAMIC_SHARED = 48 * 1024  # what a kernel may use without opting in (cuFuncSetAttribute)
+U32_MAX = (1 << 32) - 1
+GRID_LIMITS = {"x": (2147483647, "2^31-1"), "y": (65535, "65535"), "z": (65535, "65535")}
+BLOCK_LIMITS = {"x": 1024, "y": 1024, "z": 64}
+THREADS_MAX = 1024
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+# ---- names ------------------------------------------------------------------------
+
+C_KEYWORDS = frozenset(
+    """auto break case char const continue default do double else enum extern float for goto if inline
+    int long register restrict return short signed sizeof static struct switch typedef union unsigned void
+    volatile while _Alignas _Alignof _Atomic _Bool _Complex _Generic _Imaginary _Noreturn _Static_assert
+    _Thread_local bool true false""".split()
+)
+CXX_KEYWORDS = frozenset(
+    """alignas alignof and and_eq asm bitand bitor catch char16_t char32_t char8_t class compl concept
+    const_cast consteval constexpr constinit co_await co_return co_yield decltype delete dynamic_cast
+    explicit export friend mutable namespace new noexcept not not_eq nullptr operator or or_eq private
+    protected public reinterpret_cast requires static_assert static_cast template this thread_local throw
+    try typeid typename using virtual wchar_t xor xor_eq""".split()
+)
+# Names the generated code itself uses for its own parameters and types.
+RESERVED = frozenset("kernel stream NULL size_t uint8_t uint32_t uint64_t int32_t int64_t".split())
