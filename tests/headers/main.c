@@ -11,6 +11,7 @@ int main(void) {
         {"klaunch.h", kl_headers_use_klaunch},
         {"record_backend.h", kl_headers_use_record_backend},
         {"cuda_backend.h", kl_headers_use_cuda_backend},
+        {"cuda_helpers.h", kl_headers_use_cuda_helpers},
         {"mla_prefill.h", kl_headers_use_mla_prefill},
         {"paged_decode.h", kl_headers_use_paged_decode},
         {"paged_decode_split.h", kl_headers_use_paged_decode_split},

@@ -1,6 +1,7 @@
 /* Every klaunch header in one translation unit: the two families and both
  * backends must not clash. */
 #include "klaunch/cuda_backend.h"
+#include "klaunch/cuda_helpers.h"
 #include "klaunch/klaunch.h"
 #include "klaunch/mla_prefill.h"
 #include "klaunch/paged_decode.h"
