@@ -151,19 +151,28 @@ def _kl_fatbin_impl(ctx):
         fatbin = getattr(ctx.outputs, "fatbin_" + v)
         fatbins.append(fatbin)
         unity = ctx.actions.declare_file("%s_%s.cu" % (name, v))
-        lines = [
-            "/* Unity translation unit of %s, variant %s; written by bazel/cuda.bzl. */" % (ctx.label, v),
-            "#define KL_VARIANT_%s 1" % v,
-            # The kernels' signatures are checked at the end, parameter by
-            # parameter (docs/ARG_ORDER.md), instead of by declarations here.
-            "#define KL_SIGNATURE_CHECKS_AT_END 1",
-            "#include \"klaunch/%s.cuh\"" % family,
-        ] + ["#include \"%s\"" % f.path for f in ctx.files.srcs] + [
-            "/* Every kernel of the spec against its definition above. */",
-            "#define KL_CHECK_SIGNATURES 1",
-            "#include \"klaunch/%s.cuh\"" % family,
-        ]
-        ctx.actions.write(unity, "\n".join(lines) + "\n")
+        # Written by an action: it reads the sources to put a #line marker
+        # at each kernel's check (bazel/write_unity.py says what it writes).
+        ctx.actions.run(
+            outputs = [unity],
+            inputs = ctx.files.srcs + ctx.files.spec,
+            executable = ctx.executable._write_unity,
+            arguments = [
+                "--label",
+                str(ctx.label),
+                "--family",
+                family,
+                "--variant",
+                v,
+                "--spec",
+                ctx.file.spec.path,
+                "--out",
+                unity.path,
+            ] + [f.path for f in ctx.files.srcs],
+            mnemonic = "KlUnity",
+            progress_message = "Writing the unity file of %s variant %s" % (ctx.label, v),
+            use_default_shell_env = True,
+        )
 
         images = {}  # arch entry -> File
         for a in archs:
@@ -276,6 +285,8 @@ _kl_fatbin = rule(
         "variants": attr.string_list(mandatory = True, allow_empty = False),
         "copts": attr.string_list(doc = "Extra nvcc flags for every compile."),
         "family": attr.string(doc = "The kl_family whose klaunch/<family>.cuh leads each unity file; defaults to name."),
+        "spec": attr.label(allow_single_file = [".yaml"], mandatory = True, doc = "The family's spec: its kernels are checked where the sources define them."),
+        "_write_unity": attr.label(default = Label("//bazel:write_unity"), executable = True, cfg = "host"),
         "_archs": attr.label(default = Label("//bazel:cuda_archs"), providers = [CudaArchsInfo]),
         "_nvcc": attr.label(default = Label("@local_cuda//:nvcc"), allow_files = True, cfg = "host"),
         "_fatbinary": attr.label(default = Label("@local_cuda//:fatbinary"), allow_files = True, cfg = "host"),
@@ -284,15 +295,27 @@ _kl_fatbin = rule(
     },
 )
 
-def kl_fatbin(name, srcs, hdrs, variants, copts = [], family = None, visibility = None, **kwargs):
-    """See the module docstring."""
+_LAYOUT_MAIN = Label("//bazel:layout_test.py")
+
+def kl_fatbin(name, variants, srcs = None, hdrs = None, spec = None, copts = [], family = None, layout_test = True, visibility = None, **kwargs):
+    """See the module docstring. Defaults, for a family F (= family or name):
+    srcs glob(["F/*.cu"]), hdrs ["//specs:F_cuh"] + glob(["F/*.cuh"]),
+    spec "//specs:F_spec" (what kl_family/kl_families make)."""
+    family = family or name
+    if srcs == None:
+        srcs = native.glob([family + "/*.cu"])
+    if hdrs == None:
+        hdrs = ["//specs:%s_cuh" % family] + native.glob([family + "/*.cuh"], allow_empty = True)
+    if spec == None:
+        spec = "//specs:%s_spec" % family
     _kl_fatbin(
         name = name,
         srcs = srcs,
         hdrs = hdrs,
+        spec = spec,
         variants = variants,
         copts = copts,
-        family = family or name,
+        family = family,
         visibility = visibility,
         **kwargs
     )
@@ -313,3 +336,34 @@ def kl_fatbin(name, srcs, hdrs, variants, copts = [], family = None, visibility 
         includes = ["."],
         visibility = visibility,
     )
+    if layout_test:
+        # Layer 2 of the argument-order checks (docs/ARG_ORDER.md): every
+        # cubin of every variant and target against the spec.
+        native.py_test(
+            name = name + "_layout_test",
+            size = "small",
+            srcs = [_LAYOUT_MAIN],
+            main = _LAYOUT_MAIN,
+            args = ["--spec", "$(location %s)" % spec, "$(locations :%s_cubins)" % name],
+            data = [spec, ":%s_cubins" % name],
+            python_version = "PY3",
+            deps = [Label("//tools:junit_unittest"), Label("//tools/nvinfo:layout_check_lib")],
+            visibility = visibility,
+        )
+
+def kl_fatbins(families, hdrs = [], copts = {}, visibility = None):
+    """kl_fatbin for each family F of `families` ({F: [variants]}), with the
+    defaults above plus `hdrs` (headers every family shares) and copts[F];
+    and :manifests and :cubins, the filegroups of all of them (what
+    //:generate and the cuobjdump cross-check read)."""
+    for family in sorted(families):
+        kl_fatbin(
+            name = family,
+            variants = families[family],
+            hdrs = ["//specs:%s_cuh" % family] + hdrs + native.glob([family + "/*.cuh"], allow_empty = True),
+            copts = copts.get(family, []),
+            visibility = visibility,
+        )
+    native.filegroup(name = "manifests", srcs = [":%s_manifest" % f for f in sorted(families)], visibility = visibility)
+    native.filegroup(name = "fatbins", srcs = [":" + f for f in sorted(families)], visibility = visibility)
+    native.filegroup(name = "cubins", srcs = [":%s_cubins" % f for f in sorted(families)], visibility = visibility)

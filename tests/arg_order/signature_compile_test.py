@@ -4,15 +4,18 @@ spec's file:line:col.
 
 Each fixture (fixtures/<case>/argtest_axpy.cu, next to the good
 argtest_fill.cu) is compiled by nvcc as bazel/cuda.bzl compiles a family: one
-unity translation unit with KL_SIGNATURE_CHECKS_AT_END, the sources, then the
-family's .cuh again with KL_CHECK_SIGNATURES. The expected messages are
+unity translation unit written by bazel/write_unity.py (the program kl_fatbin
+runs) with KL_SIGNATURE_CHECKS_AT_END, the sources, and each kernel's check
+at a #line marker naming its source and line (the family's .cuh again with
+KL_CHECK_SIGNATURES where a kernel is not found). The expected messages are
 written here from the spec's text (positions found by reading
 specs/argtest.yaml), not taken from the generator. Also: a single .cu
 compiled by plain nvcc (the declarations catch a wrong definition), a single
 .cu with KL_CHECK_KERNEL, and the KL_NO_SIGNATURE_CHECKS opt-out that the
 layer 2 and 3 fixtures are built with. Skips without nvcc.
 
-    --cuh tests/arg_order/klaunch/argtest.cuh --spec tests/arg_order/specs/argtest.yaml [--cuda-bzl bazel/cuda.bzl]
+    --cuh tests/arg_order/klaunch/argtest.cuh --spec tests/arg_order/specs/argtest.yaml
+        --write-unity bazel/write_unity.py [--cuda-bzl bazel/cuda.bzl]
 """
 
 import os
@@ -59,6 +62,21 @@ def lacks(index, name, ctype, spec_type):
         index, name, ctype, spec_type, at_param(name))
 
 
+def fixture(case, name="argtest_axpy.cu"):
+    """The fixture's path as the Bazel build names it (relative to the
+    runfiles root, the test's working directory)."""
+    return os.path.relpath(os.path.join(FIXTURES, case, name))
+
+
+def definition_line(path, entry="argtest_axpy"):
+    """The line of `path` that holds `entry(`: each fixture defines its
+    kernel on one line."""
+    with open(path) as f:
+        hits = [n for n, line in enumerate(f, 1) if entry + "(" in line]
+    assert len(hits) == 1, "%s: %s( on lines %s" % (path, entry, hits)
+    return hits[0]
+
+
 def assertion_messages(output):
     return re.findall(r'static assertion failed with "(.*)"', output)
 
@@ -72,20 +90,24 @@ class SignatureCompileTest(unittest.TestCase):
             src = os.path.join(tmp, "tu.cu")
             with open(src, "w") as f:
                 f.write(text)
-            cmd = [NVCC, "-std=c++17", "-cubin", "-arch=sm_80", "-I", include] + list(defines)
+            # -I the working directory: the unity file names sources relative to it.
+            cmd = [NVCC, "-std=c++17", "-cubin", "-arch=sm_80", "-I", include, "-I", os.getcwd()] + list(defines)
             cmd += [src, "-o", os.path.join(tmp, "tu.cubin")]
             r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
             return r.returncode, r.stdout
 
     def unity(self, case, defines=()):
-        """As bazel/cuda.bzl writes it: the fixture's argtest_axpy (none for
-        "missing") and the good argtest_fill."""
-        srcs = [] if case == "missing" else [os.path.join(FIXTURES, case, "argtest_axpy.cu")]
-        srcs.append(os.path.join(FIXTURES, "good", "argtest_fill.cu"))
-        lines = ["#define KL_VARIANT_v1 1", "#define KL_SIGNATURE_CHECKS_AT_END 1", '#include "klaunch/argtest.cuh"']
-        lines += ['#include "%s"' % s for s in srcs]
-        lines += ["#define KL_CHECK_SIGNATURES 1", '#include "klaunch/argtest.cuh"']
-        return self.compile("\n".join(lines) + "\n", defines)
+        """As kl_fatbin writes it (bazel/write_unity.py): the fixture's
+        argtest_axpy (none for "missing") and the good argtest_fill."""
+        srcs = [] if case == "missing" else [fixture(case)]
+        srcs.append(fixture("good", "argtest_fill.cu"))
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "argtest_v1.cu")
+            subprocess.run([sys.executable, ARGS["--write-unity"], "--family", "argtest", "--variant", "v1",
+                            "--spec", ARGS["--spec"], "--out", out] + srcs, check=True)
+            with open(out) as f:
+                text = f.read()
+        return self.compile(text, defines)
 
     def single(self, case, tail="", defines=()):
         """One kernel source compiled alone, as a user might with plain nvcc."""
@@ -105,10 +127,19 @@ class SignatureCompileTest(unittest.TestCase):
             self.skipTest("no --cuda-bzl given (bazel/BUILD does not export cuda.bzl)")
         with open(ARGS["--cuda-bzl"]) as f:
             bzl = f.read()
-        for line in ('"#define KL_SIGNATURE_CHECKS_AT_END 1"', '"#define KL_CHECK_SIGNATURES 1"'):
-            self.assertIn(line, bzl, "bazel/cuda.bzl changed how it checks signatures; update this test's unity()")
-        self.assertLess(bzl.index('"#define KL_SIGNATURE_CHECKS_AT_END 1"'), bzl.index("ctx.files.srcs]"))
-        self.assertGreater(bzl.index('"#define KL_CHECK_SIGNATURES 1"'), bzl.index("ctx.files.srcs]"))
+        self.assertIn('Label("//bazel:write_unity")', bzl,
+                      "bazel/cuda.bzl no longer writes its unity files with bazel/write_unity.py; update this test's unity()")
+
+    def test_a_mismatch_names_the_kernel_source_and_line(self):
+        # The #line marker: "detected during instantiation ... at line N of
+        # tests/arg_order/fixtures/swapped/argtest_axpy.cu", N the line that
+        # defines the kernel, beside the spec position in the message.
+        for case in ("swapped", "widened", "nonconst"):
+            with self.subTest(case=case):
+                rc, out = self.unity(case)
+                self.assertNotEqual(rc, 0, out)
+                self.assertIn("at line %d of %s" % (definition_line(fixture(case)), fixture(case)), out)
+                self.assertIn(at_param("n" if case != "nonconst" else "x"), out)
 
     def test_good_kernels_compile(self):
         rc, out = self.unity("good")
@@ -174,9 +205,10 @@ class SignatureCompileTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    values, rest = support.split_args(sys.argv[1:], "--cuh", "--spec", "--cuda-bzl")
-    missing = [o for o in ("--cuh", "--spec") if o not in values]
+    values, rest = support.split_args(sys.argv[1:], "--cuh", "--spec", "--cuda-bzl", "--write-unity")
+    missing = [o for o in ("--cuh", "--spec", "--write-unity") if o not in values]
     if missing:
-        sys.exit("usage: signature_compile_test.py --cuh FILE --spec FILE [--cuda-bzl FILE] (missing %s)" % ", ".join(missing))
+        sys.exit("usage: signature_compile_test.py --cuh FILE --spec FILE --write-unity FILE [--cuda-bzl FILE] (missing %s)"
+                 % ", ".join(missing))
     ARGS.update(values)
     junit_unittest.main(argv=rest)

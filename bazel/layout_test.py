@@ -1,9 +1,11 @@
-"""Layer 2 (build time): every cubin the build makes, of every kernel family
-(each variant, each target architecture), holds every kernel of its spec
+"""Layer 2 (build time): every cubin of a kernel family (each variant, each
+target architecture) holds every kernel of its spec
 with exactly the parameter offsets and sizes and the parameter buffer size
 the spec implies (tools/nvinfo/layout_check.py), and was built from that
 spec. A failure prints the check's lines: spec file:line:col, cubin, kernel,
 parameter.
+
+kl_fatbin (bazel/cuda.bzl) runs it for its family as <name>_layout_test:
 
     --spec specs/<family>.yaml CUBIN... [--spec ... CUBIN...]
 """
