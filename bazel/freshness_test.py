@@ -9,7 +9,8 @@ For each generated file (klaunch/<family>.h, .cuh: the genrule's output,
 made from the spec in this build) the committed file with the same
 klaunch/<name> ending must exist and be byte for byte the same. A failure
 names the committed file, the spec, the first differing lines and the
-command that remakes it.
+command that remakes it (on the failure's last line, which the test
+summary shows).
 """
 
 import difflib
@@ -66,8 +67,9 @@ class FreshnessTest(unittest.TestCase):
         diff = list(difflib.unified_diff(
             old.decode("utf-8", "replace").splitlines(), new.decode("utf-8", "replace").splitlines(),
             committed + " (committed)", want + " (from " + spec + ")", lineterm="", n=1))
-        self.fail("%s is stale: it differs from what %s makes now; run: %s, and commit it\n%s" % (
-            committed, spec, remake, "\n".join(diff[:24] + (["..."] if len(diff) > 24 else []))))
+        # The summary last: the test summary shows a failure's last line.
+        self.fail("\n%s\n%s is stale: it differs from what %s makes now; run: %s, and commit it" % (
+            "\n".join(diff[:24] + (["..."] if len(diff) > 24 else [])), committed, spec, remake))
 
 
 def add_tests():
