@@ -5,6 +5,7 @@ expression translation, wrapping, escaping) is a Python filter here.
 """
 
 import os
+import re
 import textwrap
 
 import jinja2
@@ -19,8 +20,13 @@ _TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates
 # ---- filters ----------------------------------------------------------------------
 
 
+_PLAIN_STRING = re.compile(r'[ !#-/0-9:->@-\[\]-~]*\Z')  # printable ASCII but " ? and backslash
+
+
 def c_string(text):
     """A C string literal (ASCII-safe, no trigraphs)."""
+    if _PLAIN_STRING.match(text):
+        return '"' + text + '"'
     out = ['"']
     for ch in text:
         o = ord(ch)
@@ -273,22 +279,30 @@ def env():
     return _ENV
 
 
+def _views(spec):
+    """The LauncherViews of a spec, made once for all three outputs."""
+    views = getattr(spec, "_views", None)
+    if views is None:
+        views = spec._views = [LauncherView(spec, l) for l in spec.launchers]
+    return views
+
+
 def render_header(spec):
-    launchers = [LauncherView(spec, l) for l in spec.launchers]
+    launchers = _views(spec)
     return env().get_template("header.h.j2").render(
         spec=spec, launchers=launchers, guard="KLAUNCH_%s_H" % spec.family.upper(), file="klaunch/%s.h" % spec.family
     )
 
 
 def render_cuh(spec):
-    launchers = [LauncherView(spec, l) for l in spec.launchers]
+    launchers = _views(spec)
     return env().get_template("kernel.cuh.j2").render(
         spec=spec, launchers=launchers, guard="KLAUNCH_%s_CUH" % spec.family.upper(), file="klaunch/%s.cuh" % spec.family
     )
 
 
 def render_docs(specs):
-    families = [(s, [LauncherView(s, l) for l in s.launchers]) for s in specs]
+    families = [(s, _views(s)) for s in specs]
     return env().get_template("launchers.md.j2").render(specs=specs, families=families)
 
 

@@ -174,6 +174,16 @@ def _parse_int(tok):
     return value
 
 
+def int_literal(text):
+    """The value of an integer written as expressions write one, with an
+    optional sign (variant constants may be negative); ExprError otherwise."""
+    body = text.lstrip("+-")
+    if len(text) - len(body) > 1 or not re.match(r"^[0-9][0-9A-Za-z_]*\Z", body):
+        raise ExprError(0, "'%s' is not an integer" % text, "write a decimal like 256 (no leading zeros or suffixes) or a hexadecimal like 0x100")
+    value = _parse_int(_Tok("num", body, len(text) - len(body)))
+    return -value if text.startswith("-") else value
+
+
 class _Parser:
     def __init__(self, text):
         self.toks = _tokenize(text)

@@ -50,7 +50,7 @@ from .yamlpos import (
     is_sequence,
     kind_of,
     node_pos,
-    scalar_python,
+    scalar_bool,
 )
 
 # ---- types and names ------------------------------------------------------------
@@ -179,6 +179,16 @@ class _Validator:
             return None
         return node.value
 
+    def integer(self, node, what):
+        """An integer scalar's value, read as expressions read integers
+        (YAML 1.1 would take 064 as octal 52 and 1:30 as 90), or None after
+        reporting."""
+        try:
+            return ex.int_literal(node.value)
+        except ex.ExprError as e:
+            self.err(node_pos(node), "%s: %s" % (what, e.message), e.hint + ", as in expressions")
+            return None
+
     def ident(self, node, what):
         name = self.text(node, what)
         if name is None:
@@ -305,7 +315,9 @@ class _Validator:
                     "variant constants are integers (they are compared with launch values and #defined for the kernel)",
                 )
                 continue
-            value = scalar_python(vnode)
+            value = self.integer(vnode, "constant %s = %s" % (name, vnode.value))
+            if value is None:
+                continue
             if not INT64_MIN <= value <= INT64_MAX:
                 self.err(node_pos(vnode), "constant %s = %s does not fit in 64 bits" % (name, vnode.value), "constants are signed 64-bit integers")
                 continue
@@ -444,7 +456,7 @@ class _Validator:
                 if not is_scalar(lnode) or lnode.tag != BOOL:
                     self.err(node_pos(lnode), "launch_only must be true or false, got %s" % kind_of(lnode), "write launch_only: true")
                 else:
-                    launch_only = scalar_python(lnode)
+                    launch_only = scalar_bool(lnode)
             doc = self.doc(f)
             pos = node_pos(f["name"][1]) if "name" in f else node_pos(node)
         ptype = None
@@ -558,7 +570,7 @@ class _Validator:
             if not is_scalar(vnode) or vnode.tag != BOOL:
                 self.err(node_pos(vnode), "%s must be true or false, got %s" % (key, kind_of(vnode)), "write %s: true" % key)
                 continue
-            setattr(launcher, key, scalar_python(vnode))
+            setattr(launcher, key, scalar_bool(vnode))
         if "cluster" in f:
             cnode = f["cluster"][1]
             if self.want_mapping(cnode, "cluster of %s" % label):
@@ -575,7 +587,10 @@ class _Validator:
                                  "cluster dimensions are fixed when the kernel is loaded; write a number of blocks, 1 to %d" % CLUSTER_MAX)
                         ok = False
                         continue
-                    v = scalar_python(vnode)
+                    v = self.integer(vnode, "cluster.%s of %s" % (axis, label))
+                    if v is None:
+                        ok = False
+                        continue
                     if v < 1 or v > CLUSTER_MAX:
                         self.err(node_pos(vnode), "cluster.%s of %s is %d" % (axis, label, v), "a cluster has 1 to %d blocks per dimension" % CLUSTER_MAX)
                         ok = False
@@ -726,7 +741,11 @@ def load_spec(path, diags):
     try:
         root = source.compose()
     except YamlSyntaxError as e:
-        diags.error(path, e.pos, "YAML syntax: %s" % e.problem, "check the indentation, quoting and brackets here")
+        diags.error(path, e.pos, e.prefix + e.problem, e.hint)
+        return None
+    if source.tag_problems:
+        for pos, message, hint in source.tag_problems:
+            diags.error(path, pos, message, hint)
         return None
     v.spec(root, spec)
     return None if v.failed else spec

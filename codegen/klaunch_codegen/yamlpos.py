@@ -3,12 +3,26 @@
 PyYAML's constructors drop positions and silently keep the last of
 duplicate keys, so specs are composed (anchors and aliases resolved, an
 alias being the same node object as its anchor) and walked as nodes.
+
+The composer is our own and iterative: PyYAML's recursive one raises
+RecursionError on deeply nested input, and a nesting limit here gives a
+positioned error instead. Events come from libyaml's C parser
+(yaml.CSafeLoader) where PyYAML was built with it, else from PyYAML's
+Python parser; the C parser is about ten times faster on a large spec.
+When the C parser finds a problem the spec is parsed again with the Python
+one, so a syntax error reads the same on every machine.
+
+Positions are computed from character offsets with our own line table:
+a line ends at LF, CR LF or a lone CR (as editors and compilers count),
+while YAML's own marks also end lines at U+0085, U+2028 and U+2029.
 """
 
 import bisect
+import os
+import re
+import unicodedata
 
 import yaml
-from yaml.constructor import SafeConstructor
 
 STR = "tag:yaml.org,2002:str"
 INT = "tag:yaml.org,2002:int"
@@ -17,12 +31,38 @@ NULL = "tag:yaml.org,2002:null"
 FLOAT = "tag:yaml.org,2002:float"
 MERGE = "tag:yaml.org,2002:merge"
 
+# A spec nests about six levels (launchers > launcher > preconditions >
+# item > key); far deeper input is a mistake or an attack.
+MAX_DEPTH = 64
+
+SYNTAX_HINT = "check the indentation, quoting and brackets here"
+
 
 class YamlSyntaxError(Exception):
-    def __init__(self, pos, problem):
+    def __init__(self, pos, problem, hint=SYNTAX_HINT, prefix="YAML syntax: "):
         super().__init__(problem)
         self.pos = pos
         self.problem = problem
+        self.hint = hint
+        self.prefix = prefix
+
+
+def _c_parser_wanted():
+    """libyaml's parser unless KLAUNCH_CODEGEN_YAML=python asks for PyYAML's
+    (the speed benchmark's baseline, and the tests that compare the two)."""
+    return os.environ.get("KLAUNCH_CODEGEN_YAML", "") != "python" and hasattr(yaml, "CSafeLoader")
+
+
+_NON_PRINTABLE = yaml.reader.Reader.NON_PRINTABLE
+_LINE_BREAK = re.compile("\r\n|\r|\n")
+_CONTROL_NAMES = {0: "NUL", 0x7F: "DEL", 0x0B: "vertical tab", 0x0C: "form feed", 0x1B: "escape", 0x08: "backspace"}
+
+
+def character_name(ch):
+    """`U+000C (form feed)`: how a message names a character."""
+    o = ord(ch)
+    name = _CONTROL_NAMES.get(o) or unicodedata.name(ch, "").lower() or ("control character" if o < 32 or 0x7F <= o < 0xA0 else "")
+    return "U+%04X%s" % (o, " (%s)" % name if name else "")
 
 
 class Source:
@@ -31,31 +71,154 @@ class Source:
     def __init__(self, path, text):
         self.path = path
         self.text = text
-        self._line_starts = [0]
-        for i, ch in enumerate(text):
-            if ch == "\n":
-                self._line_starts.append(i + 1)
+        # LF, CR LF and a lone CR end a line; nothing else does. A
+        # byte-order mark is not a column.
+        starts = [1 if text.startswith("\ufeff") else 0]
+        starts += [m.end() for m in _LINE_BREAK.finditer(text)]
+        self._line_starts = starts
 
     def pos_of_index(self, index):
         line = bisect.bisect_right(self._line_starts, index) - 1
+        if line < 0:
+            return (1, 1)
         return (line + 1, index - self._line_starts[line] + 1)
 
+    def check_characters(self):
+        """Raises YamlSyntaxError at the first character YAML does not allow."""
+        m = _NON_PRINTABLE.search(self.text)
+        if m:
+            raise YamlSyntaxError(
+                self.pos_of_index(m.start()),
+                "character %s is not allowed in YAML, not even in a comment" % character_name(m.group()),
+                "remove it; a spec holds printable text, tabs and line breaks",
+                prefix="",
+            )
+
     def compose(self):
-        """The document's root node, or None for an empty document."""
-        loader = yaml.SafeLoader(self.text)
+        """The document's root node, or None for an empty document.
+
+        Raises YamlSyntaxError. Explicit tags (`!!int x`) are collected in
+        self.tag_problems, [(pos, message, hint)], for the validator."""
+        self.check_characters()
+        self.tag_problems = []
+        if _c_parser_wanted():
+            try:
+                return self._compose(yaml.CSafeLoader)
+            except YamlSyntaxError:
+                self.tag_problems = []
+        return self._compose(yaml.SafeLoader)
+
+    def _error(self, e):
+        mark = e.problem_mark or e.context_mark
+        problem = e.problem or "malformed YAML"
+        if e.context and e.problem_mark is not None:
+            problem = "%s %s" % (e.context, problem)
+        pos = self.pos_of_index(mark.index) if mark is not None else (1, 1)
+        return YamlSyntaxError(pos, problem)
+
+    def _compose(self, loader_class):
+        loader = loader_class(self.text)
         try:
-            return loader.get_single_node()
+            return self._compose_events(loader)
         except yaml.MarkedYAMLError as e:
-            mark = e.problem_mark or e.context_mark
-            problem = e.problem or "malformed YAML"
-            if e.context and e.problem_mark is not None:
-                problem = "%s %s" % (e.context, problem)
-            pos = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
-            raise YamlSyntaxError(pos, problem)
-        except yaml.reader.ReaderError as e:
-            raise YamlSyntaxError(self.pos_of_index(e.position), "unreadable character: %s" % e.reason)
+            raise self._error(e)
         finally:
             loader.dispose()
+
+    def _compose_events(self, loader):
+        get = loader.get_event
+        pos_of = self.pos_of_index
+        resolve = loader.resolve
+        ScalarEvent, AliasEvent = yaml.ScalarEvent, yaml.AliasEvent
+        SequenceStartEvent, MappingStartEvent = yaml.SequenceStartEvent, yaml.MappingStartEvent
+        CollectionEndEvent = yaml.CollectionEndEvent
+        ScalarNode, SequenceNode, MappingNode = yaml.ScalarNode, yaml.SequenceNode, yaml.MappingNode
+        anchors = {}
+        # Open collections, innermost last: [node, the mapping key waiting
+        # for its value, or None].
+        stack = []
+
+        def attach(node):
+            frame = stack[-1]
+            parent = frame[0]
+            if parent.__class__ is SequenceNode:
+                parent.value.append(node)
+            elif frame[1] is None:
+                frame[1] = node
+            else:
+                parent.value.append((frame[1], node))
+                frame[1] = None
+
+        get()  # StreamStart
+        if isinstance(get(), yaml.StreamEndEvent):  # else the DocumentStart
+            return None
+        while True:
+            ev = get()
+            cls = ev.__class__
+            if issubclass(cls, CollectionEndEvent):
+                node = stack.pop()[0]
+                node.end_mark = ev.end_mark
+                if not stack:
+                    break
+                continue
+            if cls is AliasEvent:
+                node = anchors.get(ev.anchor)
+                if node is None:
+                    raise YamlSyntaxError(pos_of(ev.start_mark.index), "found undefined alias %r" % ev.anchor)
+                if not stack:
+                    break
+                attach(node)
+                continue
+            tag = ev.tag
+            explicit = tag is not None and tag != "!"
+            if cls is ScalarEvent:
+                node = ScalarNode(STR if explicit else resolve(ScalarNode, ev.value, ev.implicit),
+                                  ev.value, ev.start_mark, ev.end_mark, ev.style or None)
+            elif cls is MappingStartEvent:
+                node = MappingNode("tag:yaml.org,2002:map", [], ev.start_mark, None, ev.flow_style)
+            elif cls is SequenceStartEvent:
+                node = SequenceNode("tag:yaml.org,2002:seq", [], ev.start_mark, None, ev.flow_style)
+            else:
+                raise YamlSyntaxError(pos_of(ev.start_mark.index), "unexpected %s" % cls.__name__)
+            node.pos = pos_of(ev.start_mark.index)
+            if tag is not None:
+                self.tag_problems.append((
+                    node.pos,
+                    "YAML tag '%s' is not supported" % _short_tag(tag),
+                    "write the value without a tag: a spec reads true/false, integers and text as they are written",
+                ))
+            anchor = ev.anchor
+            if anchor is not None:
+                if anchor in anchors:
+                    line, col = anchors[anchor].pos
+                    raise YamlSyntaxError(
+                        node.pos,
+                        "anchor &%s is defined twice" % anchor,
+                        "the first is at line %d, column %d; give each anchor its own name" % (line, col),
+                        prefix="",
+                    )
+                anchors[anchor] = node
+            if cls is ScalarEvent:
+                if not stack:
+                    break
+                attach(node)
+                continue
+            if stack:
+                attach(node)
+            if len(stack) >= MAX_DEPTH:
+                raise YamlSyntaxError(
+                    node.pos,
+                    "the spec nests deeper than %d levels here" % MAX_DEPTH,
+                    "a spec needs about six levels; flatten it",
+                    prefix="",
+                )
+            stack.append([node, None])
+        root = node
+        get()  # DocumentEnd
+        ev = get()
+        if not isinstance(ev, yaml.StreamEndEvent):
+            raise YamlSyntaxError(pos_of(ev.start_mark.index), "expected a single document in the stream but found another document")
+        return root
 
     def value_offsets(self, node):
         """Source index of each character of a scalar's value, or None.
@@ -101,16 +264,20 @@ class Source:
         return (line, col + (offset - prev))
 
 
+def _short_tag(tag):
+    return "!!" + tag[len("tag:yaml.org,2002:"):] if tag.startswith("tag:yaml.org,2002:") else tag
+
+
 def node_pos(node):
-    return (node.start_mark.line + 1, node.start_mark.column + 1)
+    return node.pos
 
 
-_constructor = SafeConstructor()
+_BOOLS = {"yes": True, "true": True, "on": True, "no": False, "false": False, "off": False}
 
 
-def scalar_python(node):
-    """The scalar as PyYAML would construct it (int, bool, str, None, ...)."""
-    return _constructor.construct_object(node, deep=True)
+def scalar_bool(node):
+    """A boolean scalar's value (YAML 1.1: true/false, yes/no, on/off)."""
+    return _BOOLS[node.value.lower()]
 
 
 def kind_of(node):
