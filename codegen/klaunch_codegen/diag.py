@@ -1,4 +1,24 @@
-"""Compiler-style diagnostics: `file:line:col: error: message; hint`."""
+"""Compiler-style diagnostics: `file:line:col: error: message; hint`.
+
+A diagnostic is one line whatever its text holds: a name or message with
+a line break (a YAML | block keeps its last newline) would split it, or
+forge a second diagnostic, so line breaks and other control characters
+are written as escapes (\\n, \\u2028).
+"""
+
+import re
+
+# C0 and C1 controls and the Unicode line and paragraph separators; a tab
+# stays a tab.
+_BREAKING = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r"}
+
+
+def one_line(text):
+    """`text` with every character that could end a line escaped."""
+    if not _BREAKING.search(text):
+        return text
+    return _BREAKING.sub(lambda m: _ESCAPES.get(m.group()) or ("\\x%02x" % ord(m.group()) if ord(m.group()) < 0x100 else "\\u%04x" % ord(m.group())), text)
 
 
 class Diagnostic:
@@ -18,7 +38,7 @@ class Diagnostic:
         text = "%s:%d:%d: error: %s" % (self.path, self.line, self.col, self.message)
         if self.hint:
             text += "; " + self.hint
-        return text
+        return one_line(text)
 
 
 class Diagnostics:

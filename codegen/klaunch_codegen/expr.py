@@ -24,6 +24,10 @@ INT = "number"
 COND = "condition"
 
 U64_MAX = (1 << 64) - 1
+# Far past any launch expression, and low enough that the recursive walks
+# here (parse, check, to_c, evaluate) stay within Python's recursion limit.
+MAX_NESTING = 32  # parentheses, calls and `not`s inside one another
+MAX_DEPTH = 64  # operations inside one another, e.g. a + b + ... is one per +
 FUNCTIONS = ("ceil_div", "max", "min")
 OPERATORS_HINT = "the operators are + - * / % == != < <= > >= and or not"
 
@@ -188,6 +192,13 @@ class _Parser:
     def __init__(self, text):
         self.toks = _tokenize(text)
         self.i = 0
+        self.nesting = 0
+
+    def nest(self, tok):
+        self.nesting += 1
+        if self.nesting > MAX_NESTING:
+            raise ExprError(tok.pos, "expression nests deeper than %d parentheses, calls or nots" % MAX_NESTING,
+                            "a launch expression is a few operations; simplify it")
 
     def peek(self):
         return self.toks[self.i]
@@ -239,7 +250,10 @@ class _Parser:
     def not_expr(self):
         if self.at_kw("not"):
             t = self.take()
-            return Not(self.not_expr(), t.pos)
+            self.nest(t)
+            node = Not(self.not_expr(), t.pos)
+            self.nesting -= 1
+            return node
         return self.comparison()
 
     def comparison(self):
@@ -277,7 +291,9 @@ class _Parser:
                 return self.call(t)
             return Name(t.text, t.pos)
         if t.kind == "op" and t.text == "(":
+            self.nest(t)
             node = self.or_expr()
+            self.nesting -= 1
             close = self.peek()
             if not (close.kind == "op" and close.text == ")"):
                 if close.kind == "end":
@@ -294,7 +310,7 @@ class _Parser:
         raise ExprError(t.pos, "expected an operand, got %s" % t.describe(), "an operand is a number, a parameter or constant name, a call or a parenthesized expression")
 
     def call(self, name_tok):
-        self.take()  # (
+        self.nest(self.take())  # (
         args = []
         if not self.at_op(")"):
             while True:
@@ -309,6 +325,7 @@ class _Parser:
                 raise ExprError(close.pos, "missing ')' of the call to '%s'" % name_tok.text, "close the argument list")
             self._unexpected_after(close)
         self.take()
+        self.nesting -= 1
         return Call(name_tok.text, args, name_tok.pos)
 
 
@@ -316,7 +333,35 @@ def parse(text):
     """The syntax tree of `text`; raises ExprError at the first syntax problem."""
     if not text.strip():
         raise ExprError(0, "empty expression", "write a number, a parameter name or an expression of them")
-    return _Parser(text).parse()
+    tree = _Parser(text).parse()
+    _check_depth(tree)
+    return tree
+
+
+def _children(n):
+    if isinstance(n, BinOp):
+        return (n.left, n.right)
+    if isinstance(n, Compare):
+        return n.operands
+    if isinstance(n, BoolOp):
+        return n.values
+    if isinstance(n, Not):
+        return (n.operand,)
+    if isinstance(n, Call):
+        return n.args
+    return ()
+
+
+def _check_depth(tree):
+    """ExprError when operations nest deeper than MAX_DEPTH (iteratively:
+    the recursive walks come after this)."""
+    todo = [(tree, 1)]
+    while todo:
+        n, depth = todo.pop()
+        if depth > MAX_DEPTH:
+            raise ExprError(0, "expression has more than %d operations inside one another" % MAX_DEPTH,
+                            "a launch expression is a few operations; simplify it")
+        todo.extend((c, depth + 1) for c in _children(n))
 
 
 # ---- names, kinds and checks ------------------------------------------------

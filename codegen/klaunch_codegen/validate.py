@@ -83,12 +83,16 @@ def parse_type(text):
 
 
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# \Z, not $: `$` also matches before a final newline, which a YAML | block keeps.
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def name_problem(name, what):
     """(message, hint) when `name` cannot be a C identifier here, else None."""
     if not _IDENT.match(name):
+        if _IDENT.match(name.strip()):
+            return ("%s '%s' is not a C identifier: it has blanks or a line break around it" % (what, name),
+                    "a YAML | or > block keeps its final newline; write the name on its key's line (or use |-)")
         return ("%s '%s' is not a C identifier" % (what, name), "use letters, digits and _, not starting with a digit")
     if name in C_KEYWORDS:
         return ("%s '%s' is a C keyword" % (what, name), "rename it, e.g. '%s_'" % name)
@@ -548,7 +552,7 @@ class _Validator:
                 where = " in variant '%s'" % variant if e.names else ""
                 self.err(e.pos, "max_dynamic_shared = %s is %d%s, over 2^32-1" % (e.text, value, where), "give it in bytes, at most 4294967295")
                 return
-        launcher.max_dynamic_shared = max(v for _, v in values)
+        launcher.max_dynamic_shared = max((v for _, v in values), default=0)
         launcher.max_dynamic_shared_expr = e
 
     def launch_attributes(self, node, launcher, label):
@@ -621,8 +625,11 @@ class _Validator:
         None after reporting an overflow or a division by zero."""
         out = []
         for v in spec.variants or [Variant("", "", [], (1, 1))]:
+            env = dict(v.constants)
+            if any(n not in env for n in e.names):
+                continue  # a variant that lacks a constant others define: reported by variants()
             try:
-                out.append((v.name, ex.evaluate(e.tree, dict(v.constants))))
+                out.append((v.name, ex.evaluate(e.tree, env)))
             except ex.EvalError as err:
                 where = " in variant '%s'" % v.name if e.names else ""
                 self.err(e.pos, "%s = %s %s%s" % (what, e.text, "overflows 64 bits" if err.status == "overflow" else "divides by zero", where), "fix the arithmetic")
