@@ -68,7 +68,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 grouped_gemm_mma(const __nv_bfloat16 *a, const __nv_bfloat16 *b, __nv_bfloat16 *c, uint32_t m, uint32_t g,
                  uint32_t k_g, uint32_t n_g, uint32_t a_stride, uint32_t c_stride) {
     using namespace grouped_gemm_mma_;
-    extern __shared__ __align__(128) unsigned char grouped_gemm_mma__smem[];
+    KL_DYNAMIC_SHARED(grouped_gemm_mma__smem, 128);
 
     /* The launcher's grid never gets here with these; a raw launch must still not write out of bounds. */
     if (blockDim.x != (uint32_t)THREADS || kl__mma_dynamic_smem_size() < SMEM) return;

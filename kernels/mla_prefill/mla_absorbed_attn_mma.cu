@@ -169,7 +169,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 mla_absorbed_attn_mma(const __nv_bfloat16 *q, const __nv_bfloat16 *kv, __nv_bfloat16 *output, uint32_t seq_len,
                       uint32_t num_q_heads, uint32_t head_dim, uint32_t kv_lora, float inv_sqrt_d, uint32_t causal) {
     using namespace mla_absorbed_attn_mma_;
-    extern __shared__ __align__(128) unsigned char mla_absorbed_attn_mma__smem[];
+    KL_DYNAMIC_SHARED(mla_absorbed_attn_mma__smem, 128);
 
     /* The launcher refuses these; a raw launch must still not touch memory it does not own. */
     if (head_dim != (uint32_t)D || kv_lora != (uint32_t)DV || seq_len == 0u || blockDim.x != (uint32_t)THREADS ||

@@ -28,6 +28,8 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
+#include "../common/kl_ptx.cuh"
+
 /* Largest kv_lora: two 8-column chunks per lane. specs/mla_prefill.yaml has
  * the matching precondition. */
 #define MLA_FUSED_MAX_LORA 512
@@ -40,9 +42,7 @@ __device__ __forceinline__ float mla_fused_prefill__bf16(unsigned short h) {
 }
 
 __device__ __forceinline__ float mla_fused_prefill__exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
+    return kl__ex2_approx_ftz(x);
 }
 
 /* Elements c0 .. c0+7 of a bf16 row of `len` elements as fp32, zeros past

@@ -24,66 +24,41 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
+#include "../common/kl_ptx.cuh"
+
 static __device__ __forceinline__ uint32_t kl__mma_smem_addr(const void *p) {
     return (uint32_t)__cvta_generic_to_shared(p);
 }
 
+/* The instructions themselves are the wrappers of kernels/common/kl_ptx.cuh
+ * (which the CPU emulator replaces); these names keep the kernels' calls. */
+
 /* 16 bytes global -> shared without a register round trip; L1 is bypassed
  * (.cg), the data is used once from shared memory. */
-static __device__ __forceinline__ void kl__mma_cp16(uint32_t dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
-}
-static __device__ __forceinline__ void kl__mma_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+static __device__ __forceinline__ void kl__mma_cp16(uint32_t dst, const void *src) { kl__cp_async_cg16(dst, src); }
+static __device__ __forceinline__ void kl__mma_cp_commit() { kl__cp_async_commit(); }
 /* Waits until at most N of this thread's committed groups are in flight. */
 template <int N>
 static __device__ __forceinline__ void kl__mma_cp_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+    kl__cp_async_wait<N>();
 }
 
-static __device__ __forceinline__ void kl__mma_st_shared_v4(uint32_t addr, uint4 v) {
-    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-                 : "memory");
-}
-static __device__ __forceinline__ void kl__mma_st_shared_u32(uint32_t addr, uint32_t v) {
-    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
-}
-static __device__ __forceinline__ uint4 kl__mma_ld_shared_v4(uint32_t addr) {
-    uint4 v;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "r"(addr)
-                 : "memory");
-    return v;
-}
-static __device__ __forceinline__ float kl__mma_ld_shared_f32(uint32_t addr) {
-    float v;
-    asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
-    return v;
-}
-static __device__ __forceinline__ void kl__mma_st_shared_f32(uint32_t addr, float v) {
-    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
-}
+static __device__ __forceinline__ void kl__mma_st_shared_v4(uint32_t addr, uint4 v) { kl__st_shared_v4(addr, v); }
+static __device__ __forceinline__ void kl__mma_st_shared_u32(uint32_t addr, uint32_t v) { kl__st_shared_u32(addr, v); }
+static __device__ __forceinline__ uint4 kl__mma_ld_shared_v4(uint32_t addr) { return kl__ld_shared_v4(addr); }
+static __device__ __forceinline__ float kl__mma_ld_shared_f32(uint32_t addr) { return kl__ld_shared_f32(addr); }
+static __device__ __forceinline__ void kl__mma_st_shared_f32(uint32_t addr, float v) { kl__st_shared_f32(addr, v); }
 
 /* Four 8x8 bf16 matrices; lane L gives the address of row L % 8 of matrix L / 8. */
-static __device__ __forceinline__ void kl__mma_ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
+static __device__ __forceinline__ void kl__mma_ldsm_x4(uint32_t (&r)[4], uint32_t addr) { kl__ldmatrix_x4(r, addr); }
 static __device__ __forceinline__ void kl__mma_ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
+    kl__ldmatrix_x4_trans(r, addr);
 }
 
 /* c += A * B for one m16n8k16 tile: bf16 inputs, fp32 accumulators. */
 static __device__ __forceinline__ void kl__mma_bf16_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                                           uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    kl__mma_m16n8k16_bf16(c, a, b0, b1);
 }
 
 /* Two floats as a bf16 pair (round to nearest even), `lo` in the low half:
@@ -96,24 +71,14 @@ static __device__ __forceinline__ float kl__mma_bf16_lo(uint32_t w) { return __u
 static __device__ __forceinline__ float kl__mma_bf16_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
 
 /* 2^x; 2^-inf = +0, which masked scores rely on. */
-static __device__ __forceinline__ float kl__mma_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
+static __device__ __forceinline__ float kl__mma_exp2(float x) { return kl__ex2_approx_ftz(x); }
 
 /* Barrier `id` (1..15; 0 is __syncthreads) for `threads` threads, a multiple
  * of 32: the warps that share data wait for each other only. */
-static __device__ __forceinline__ void kl__mma_bar_sync(uint32_t id, uint32_t threads) {
-    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
+static __device__ __forceinline__ void kl__mma_bar_sync(uint32_t id, uint32_t threads) { kl__bar_sync(id, threads); }
 
 /* Bytes of dynamic shared memory this launch has. */
-static __device__ __forceinline__ uint32_t kl__mma_dynamic_smem_size() {
-    uint32_t v;
-    asm("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(v));
-    return v;
-}
+static __device__ __forceinline__ uint32_t kl__mma_dynamic_smem_size() { return kl__dynamic_smem_size(); }
 
 /* Up to 8 bf16 from any 2-byte aligned address, zeros past `n`: the slow
  * path for rows that are not 16-byte aligned or end inside the chunk. */

@@ -22,6 +22,8 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
+#include "../common/kl_ptx.cuh"
+
 #define MLA_BR 16 /* query rows per block: the seed's grid divides seq_len by it */
 
 /* Keys per shared-memory tile: K and V tiles together stay under 48 KiB of
@@ -47,9 +49,7 @@ __device__ __forceinline__ float mla_prefill_attn_320__bf16(unsigned short h) {
 
 /* 2^x; 2^-inf = 0, which the masked scores rely on. */
 __device__ __forceinline__ float mla_prefill_attn_320__exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
+    return kl__ex2_approx_ftz(x);
 }
 
 /* Halving steps of the transposed warp sum below: lanes that differ in bit

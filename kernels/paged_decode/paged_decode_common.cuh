@@ -54,6 +54,8 @@
 #include <cuda_fp8.h>
 #include <stdint.h>
 
+#include "../common/kl_ptx.cuh"
+
 #define PAGED_DECODE__THREADS 256 /* the seed's block */
 #define PAGED_DECODE__WARPS (PAGED_DECODE__THREADS / 32)
 /* The plain kernels keep one fp32 row per warp in shared memory and a head's
@@ -77,9 +79,7 @@
 
 /* 2^x; ex2.approx(-inf) is +0, which the softmax relies on. */
 static __device__ __forceinline__ float paged_decode__exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
+    return kl__ex2_approx_ftz(x);
 }
 
 static __device__ __forceinline__ float paged_decode__bf16_bits(uint32_t bits16) {

@@ -27,9 +27,7 @@ paged_decode_split_bf16(const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache, co
      * griddepcontrol.wait until this grid has completed and its writes are
      * visible, so triggering before the stores is safe. A no-op without
      * such a dependent, and below sm_90. */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+    kl__griddep_launch_dependents();
     __shared__ paged_decode__plain_smem sm;
     /* The launcher's preconditions; a direct launch that breaks them does nothing. */
     if (head_dim == 0u || head_dim > PAGED_DECODE__MAX_HEAD_DIM || block_size == 0u || num_kv_heads == 0u ||

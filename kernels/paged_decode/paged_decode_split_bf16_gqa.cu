@@ -31,9 +31,7 @@ paged_decode_split_bf16_gqa(const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache
      * griddepcontrol.wait until this grid has completed and its writes are
      * visible, so triggering before the stores is safe. A no-op without
      * such a dependent, and below sm_90. */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+    kl__griddep_launch_dependents();
     constexpr int NH = DECODE_GQA_PACK_WIDTH, HD = DECODE_GQA_PACK_HEAD_DIM;
     __shared__ paged_decode__gqa_smem<NH, HD> sm;
     if (head_dim != (uint32_t)HD || num_q_heads != num_kv_heads * (uint32_t)NH || block_size == 0u ||

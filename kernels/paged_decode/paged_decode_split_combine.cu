@@ -80,8 +80,6 @@ paged_decode_split_combine(const float *workspace, __nv_bfloat16 *output, uint32
 extern "C" __global__ void __launch_bounds__(PAGED_DECODE__COMBINE_THREADS)
 paged_decode_split_combine_pdl(const float *workspace, __nv_bfloat16 *output, uint32_t num_seqs,
                                uint32_t num_q_heads, uint32_t head_dim, uint32_t num_splits) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+    kl__griddep_wait();
     paged_decode__combine(workspace, output, num_seqs, num_q_heads, head_dim, num_splits);
 }
