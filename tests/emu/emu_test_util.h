@@ -1,0 +1,118 @@
+// emu_test_util.h - what an emulated kernel test needs besides GoogleTest
+// and emu.h: the process's emulated backend, a loaded module per family and
+// variant, random bf16 data, and the tolerance check the GPU tests use
+// (atol + rtol * |ref| per element and a relative-norm bound, first ten
+// mismatches printed).
+//
+//     const kl_module *mod = emu_test::module("paged_decode", "gqa8_d128");
+//     kl_kernel k;
+//     KL_EMU_ASSERT_OK(kl_paged_decode_attn_bf16_get(&k, mod));
+//     emu::Buffer<kl_bf16> out(n, emu::Access::kWrite, "output");   // poisoned, guarded
+//     KL_EMU_ASSERT_OK(kl_paged_decode_attn_bf16(&k, ..., out.data(), ..., nullptr));
+#ifndef KLAUNCH_TESTS_EMU_EMU_TEST_UTIL_H
+#define KLAUNCH_TESTS_EMU_EMU_TEST_UTIL_H
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "klaunch/klaunch.h"
+#include "tests/emu/emu.h"
+#include "tests/emu/emu_backend.h"
+#include "tests/emu/fp.h"
+
+#define KL_EMU_ASSERT_OK(expr)                                                                              \
+    do {                                                                                                    \
+        const kl_status kl_emu_st_ = (expr);                                                                \
+        ASSERT_EQ(kl_emu_st_, KL_SUCCESS) << #expr << " returned " << kl_status_name(kl_emu_st_) << ": "     \
+                                          << kl_last_error_message();                                       \
+    } while (0)
+
+namespace emu_test {
+
+inline kl_emu_backend *backend() {
+    static kl_emu_backend *b = [] {
+        kl_emu_backend *eb = new kl_emu_backend;
+        kl_emu_backend_init(eb);
+        return eb;
+    }();
+    return b;
+}
+
+// The family's variant, loaded once per process (kernel handles point into it).
+inline const kl_module *module(const std::string &family, const std::string &variant) {
+    static std::map<std::string, std::unique_ptr<kl_module>> mods;
+    std::unique_ptr<kl_module> &m = mods[family + "/" + variant];
+    if (!m) {
+        const void *image = kl_emu_image(family.c_str(), variant.c_str());
+        if (image == nullptr) {
+            ADD_FAILURE() << "no emulated image " << family << "/" << variant << " is linked into this test";
+            return nullptr;
+        }
+        m.reset(new kl_module);
+        const kl_status st = kl_module_load(&backend()->base, image, kl_emu_image_size(), m.get());
+        if (st != KL_SUCCESS) {
+            ADD_FAILURE() << "kl_module_load: " << kl_last_error_message();
+            m.reset();
+            return nullptr;
+        }
+    }
+    return m.get();
+}
+
+inline int64_t module_const(const kl_module *m, const char *name) {
+    int64_t v = 0;
+    EXPECT_TRUE(kl_module_const(m, name, &v)) << "the module has no constant " << name;
+    return v;
+}
+
+inline uint32_t env_seed() {
+    const char *e = std::getenv("KL_TEST_SEED");
+    return e != nullptr ? (uint32_t)std::strtoul(e, nullptr, 0) : 0u;
+}
+
+inline std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale) {
+    std::mt19937 gen(seed * 2654435761u + env_seed());
+    std::uniform_real_distribution<float> dist(-scale, scale);
+    std::vector<uint16_t> out(n);
+    for (uint16_t &x : out) x = emu::fp::f32_to_bf16(dist(gen));
+    return out;
+}
+
+inline double bf16(uint16_t b) { return (double)emu::fp::bf16_to_f32(b); }
+
+// Every element within atol + rtol * |ref|, finite, and ||out - ref|| / ||ref|| < norm_tol.
+inline ::testing::AssertionResult close(const char *what, const std::function<double(size_t)> &got,
+                                        const std::vector<double> &ref, double atol, double rtol, double norm_tol,
+                                        const std::function<std::string(size_t)> &where) {
+    double d2 = 0.0, r2 = 0.0;
+    size_t bad = 0;
+    std::ostringstream first;
+    for (size_t i = 0; i < ref.size(); ++i) {
+        const double o = got(i), r = ref[i];
+        const double d = std::fabs(o - r);
+        if (!std::isfinite(o) || !(d <= atol + rtol * std::fabs(r))) {
+            if (bad < 10) first << "  " << what << where(i) << ": got " << o << ", want " << r << "\n";
+            bad++;
+        }
+        if (std::isfinite(o)) d2 += d * d;
+        r2 += r * r;
+    }
+    const double rel = r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
+    if (bad == 0 && rel < norm_tol) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << what << ": " << bad << " of " << ref.size()
+                                         << " elements off; relative norm error " << rel << "\n"
+                                         << first.str();
+}
+
+}  // namespace emu_test
+
+#endif  // KLAUNCH_TESTS_EMU_EMU_TEST_UTIL_H
