@@ -344,6 +344,8 @@ static kl_status kl__cuda_check_layout(const kl_cuda_backend *cb, kl__cu_functio
     if (cb->api.func_get_param_info == NULL) {
         /* Said once per process, through the error callback only: the lookup
          * itself succeeds and the thread's last error is left alone. */
+        kl_error_callback callback = NULL;
+        void *user = NULL;
         int given;
 #if defined(__GNUC__) || defined(__clang__)
         given = __atomic_exchange_n(&kl__cuda_layout_note_given, 1, __ATOMIC_RELAXED);
@@ -351,11 +353,12 @@ static kl_status kl__cuda_check_layout(const kl_cuda_backend *cb, kl__cu_functio
         given = kl__cuda_layout_note_given;
         kl__cuda_layout_note_given = 1;
 #endif
-        if (!given && kl__callback != NULL) {
+        if (!given) kl__error_callback_get(&callback, &user);
+        if (callback != NULL) {
             char note[512];
             snprintf(note, sizeof note, "%s: kl_%s_get: %s", kl_status_name(KL_ERROR_UNSUPPORTED), desc->launcher,
                      kl__cuda_layout_note);
-            kl__callback(KL_ERROR_UNSUPPORTED, note, kl__callback_user);
+            callback(KL_ERROR_UNSUPPORTED, note, user);
         }
         return KL_SUCCESS;
     }

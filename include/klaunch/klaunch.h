@@ -22,12 +22,18 @@
  * OVERRIDABLE MACROS (define before the first include)
  *   KL_MAX_CONSTS        compile-time constants a module may carry (default 8)
  *   KL_MODULE_INFO_BYTES size of the metadata text read from a module (4096)
+ *   KL_MODULE_FILE_MAX_BYTES largest file kl_module_load_file reads (1 GiB)
  *
  * ERROR REPORTING
  *   Every function returns a kl_status (see KL_STATUS_LIST below) and never
  *   exits, aborts or launches something it refused. On failure the full
  *   message (kernel, parameter, value, spec file:line) is kept per thread:
- *   kl_last_error_message(). kl_set_error_callback() also receives it.
+ *   kl_last_error_message(). kl_set_error_callback() also receives it: the
+ *   callback and its user pointer are swapped as one pair, safely while other
+ *   threads fail (a failure that began before the swap may still call the
+ *   previous pair, so keep its user data alive until no such failure can be
+ *   running). On a compiler without GNU or C11 atomics, set it before
+ *   starting threads.
  *
  * BACKENDS
  *   Launchers go through a kl_backend: klaunch/cuda_backend.h (the CUDA
@@ -48,6 +54,11 @@
 #endif
 #ifndef KL_MODULE_INFO_BYTES
 #define KL_MODULE_INFO_BYTES 4096
+#endif
+/* kl_module_load_file reads at most this many bytes (a file past it is
+ * KL_ERROR_FILE_IO, read not at all): klaunch's fatbins are a few MB. */
+#ifndef KL_MODULE_FILE_MAX_BYTES
+#define KL_MODULE_FILE_MAX_BYTES (1024ull * 1024u * 1024u)
 #endif
 /* Name of the device global each klaunch fatbin carries its metadata in. */
 #define KL_MODULE_INFO_SYMBOL "kl__module_info"
@@ -182,6 +193,7 @@ typedef struct kl_module {
     char const_names[KL_MAX_CONSTS][48];
     int64_t const_values[KL_MAX_CONSTS];
     uint32_t magic;
+    uint64_t load_id; /* unique per successful kl_module_load in the process; 0 when unloaded */
 } kl_module;
 
 typedef struct kl_kernel {
@@ -191,8 +203,12 @@ typedef struct kl_kernel {
     uint32_t max_threads;        /* the function's own threads-per-block limit */
     uint32_t max_dynamic_shared; /* the function's dynamic shared memory limit */
     int64_t consts[KL_MAX_CONSTS]; /* desc->const_names[i] -> value in the loaded variant */
+    /* The module the kernel was looked up in; it must stay a live object
+     * (loaded or unloaded, not freed) while this handle may reach a launcher:
+     * a launch after kl_module_unload is refused by comparing load ids. */
     const kl_module *module;
     uint32_t magic;
+    uint64_t module_load_id; /* module->load_id at lookup */
 } kl_kernel;
 
 /* What a backend receives for one launch. */
@@ -231,7 +247,14 @@ typedef struct kl_backend {
 /* Loads a fatbin (or, for the recording backend, a metadata text) and reads
  * its klaunch metadata: family, variant, hashes and constants. */
 kl_status kl_module_load(kl_backend *backend, const void *image, size_t size, kl_module *out);
+/* Reads a regular file of at most KL_MODULE_FILE_MAX_BYTES whole, then as
+ * kl_module_load; anything else (a directory, a FIFO, a device) is refused
+ * unread, naming the path (docs/LOADING.md). */
 kl_status kl_module_load_file(kl_backend *backend, const char *path, kl_module *out);
+/* From then on every kernel handle looked up in the module is refused
+ * (KL_ERROR_KERNEL_NOT_LOADED), also after the same kl_module object is
+ * loaded again: keep the object itself alive (not freed) while such a handle
+ * may still reach a launcher. */
 void kl_module_unload(kl_module *module);
 /* Value of a module constant; returns 0 when the module does not define it. */
 int kl_module_const(const kl_module *module, const char *name, int64_t *value);
@@ -240,7 +263,10 @@ int kl_module_const(const kl_module *module, const char *name, int64_t *value);
  * of the spec than desc's header (KL_ERROR_STALE_FATBIN: both spec hashes
  * are "sha256:<64 hex>" and differ), one lacking a constant the launcher
  * reads (KL_ERROR_VARIANT_MISMATCH), then asks the backend for the kernel
- * (the CUDA backend also compares its parameter layout with desc's). */
+ * (the CUDA backend also compares its parameter layout with desc's). The
+ * handle may be launched from any translation unit: each one that includes
+ * a generated header has its own copy of kl_X_desc, and a launcher accepts
+ * a copy that says the same (kl__desc_same). */
 kl_status kl_kernel_get(kl_kernel *out, const kl_module *module, const kl_kernel_desc *desc);
 
 /* ---- private helpers used by generated code ---------------------------- */
@@ -340,9 +366,18 @@ static inline kl_status kl__x_fail_value(const kl_kernel_desc *desc, uint32_t ch
     return kl__fail_check(desc, limit_status, check, values, 1, value, limit);
 }
 
-/* Is `kernel` a loaded handle made for `desc`? */
+/* Nonzero when two descriptors describe the same launcher identically:
+ * the copies that one generated header gives each translation unit that
+ * includes it (each has its own static kl_X_desc). Out of line: only a
+ * handle looked up in another translation unit gets here. */
+int kl__desc_same(const kl_kernel_desc *a, const kl_kernel_desc *b);
+
+/* Is `kernel` a loaded handle made for `desc` (by this or another
+ * translation unit), whose module is still loaded? */
 static inline int kl__kernel_ok(const kl_kernel *kernel, const kl_kernel_desc *desc) {
-    return kernel != NULL && kernel->magic == KL__KERNEL_MAGIC && kernel->desc == desc;
+    return kernel != NULL && kernel->magic == KL__KERNEL_MAGIC &&
+           (kernel->desc == desc || kl__desc_same(kernel->desc, desc)) && kernel->module != NULL &&
+           kernel->module->load_id == kernel->module_load_id && kernel->module->magic == KL__MODULE_MAGIC;
 }
 
 #ifdef __cplusplus
@@ -359,6 +394,15 @@ static inline int kl__kernel_ok(const kl_kernel *kernel, const kl_kernel_desc *d
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#ifndef O_CLOEXEC
+#define O_CLOEXEC 0
+#endif
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -374,8 +418,42 @@ extern "C" {
 
 static KL__THREAD_LOCAL char kl__last_message[1024];
 static KL__THREAD_LOCAL kl_status kl__last_status;
+/* The error callback and its user pointer, read and written as one pair
+ * under a spin lock (held for two loads or two stores), so a refusal on one
+ * thread never calls a callback that another thread is replacing, nor pairs
+ * one callback with another's user pointer. */
 static kl_error_callback kl__callback;
 static void *kl__callback_user;
+#if defined(__GNUC__) || defined(__clang__)
+static unsigned char kl__callback_lock_flag;
+static void kl__callback_lock(void) {
+    while (__atomic_test_and_set(&kl__callback_lock_flag, __ATOMIC_ACQUIRE)) {
+    }
+}
+static void kl__callback_unlock(void) { __atomic_clear(&kl__callback_lock_flag, __ATOMIC_RELEASE); }
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && !defined(__STDC_NO_ATOMICS__) && \
+    !defined(__cplusplus)
+#include <stdatomic.h>
+static atomic_flag kl__callback_lock_flag = ATOMIC_FLAG_INIT;
+static void kl__callback_lock(void) {
+    while (atomic_flag_test_and_set_explicit(&kl__callback_lock_flag, memory_order_acquire)) {
+    }
+}
+static void kl__callback_unlock(void) { atomic_flag_clear_explicit(&kl__callback_lock_flag, memory_order_release); }
+#else
+/* No atomics known to this compiler: set the callback before starting
+ * threads (klaunch.h's ERROR REPORTING says so). */
+static void kl__callback_lock(void) {}
+static void kl__callback_unlock(void) {}
+#endif
+
+/* One consistent snapshot of the pair (the callback may be NULL). */
+static void kl__error_callback_get(kl_error_callback *callback, void **user) {
+    kl__callback_lock();
+    *callback = kl__callback;
+    *user = kl__callback_user;
+    kl__callback_unlock();
+}
 
 const char *kl_status_name(kl_status status) {
     switch (status) {
@@ -405,13 +483,18 @@ const char *kl_last_error_message(void) { return kl__last_message; }
 kl_status kl_last_error(void) { return kl__last_status; }
 
 void kl_set_error_callback(kl_error_callback callback, void *user) {
+    kl__callback_lock();
     kl__callback = callback;
     kl__callback_user = user;
+    kl__callback_unlock();
 }
 
 static kl_status kl__report(kl_status status) {
+    kl_error_callback callback;
+    void *user;
     kl__last_status = status;
-    if (kl__callback) kl__callback(status, kl__last_message, kl__callback_user);
+    kl__error_callback_get(&callback, &user);
+    if (callback != NULL) callback(status, kl__last_message, user);
     return status;
 }
 
@@ -425,6 +508,37 @@ kl_status kl__fail(kl_status status, const char *fmt, ...) {
     return kl__report(status);
 }
 
+static int kl__str_same(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
+
+int kl__desc_same(const kl_kernel_desc *a, const kl_kernel_desc *b) {
+    uint32_t i;
+    if (a == b) return 1;
+    if (a == NULL || b == NULL) return 0;
+    /* Everything a launch reads from either copy: names and hash (which
+     * launcher, built from which spec), the parameter layout the arguments
+     * are packed by, the constants kl_kernel.consts is indexed by, the
+     * limits and the attributes. */
+    if (!kl__str_same(a->launcher, b->launcher) || !kl__str_same(a->entry, b->entry) ||
+        !kl__str_same(a->family, b->family) || !kl__str_same(a->spec_hash, b->spec_hash) ||
+        a->num_params != b->num_params || a->param_bytes != b->param_bytes || a->num_checks != b->num_checks ||
+        a->num_consts != b->num_consts || a->max_dynamic_shared != b->max_dynamic_shared)
+        return 0;
+    for (i = 0; i < a->num_params; i++) {
+        const kl_param_info *p = &a->params[i], *q = &b->params[i];
+        if (p->kind != q->kind || p->offset != q->offset || p->size != q->size || !kl__str_same(p->name, q->name))
+            return 0;
+    }
+    for (i = 0; i < a->num_consts; i++)
+        if (!kl__str_same(a->const_names[i], b->const_names[i])) return 0;
+    if ((a->attributes == NULL) != (b->attributes == NULL)) return 0;
+    if (a->attributes != NULL &&
+        (a->attributes->flags != b->attributes->flags || a->attributes->cluster[0] != b->attributes->cluster[0] ||
+         a->attributes->cluster[1] != b->attributes->cluster[1] ||
+         a->attributes->cluster[2] != b->attributes->cluster[2]))
+        return 0;
+    return 1;
+}
+
 kl_status kl__fail_kernel(const kl_kernel_desc *desc, const kl_kernel *kernel) {
     if (kernel == NULL)
         return kl__fail(KL_ERROR_KERNEL_NOT_LOADED, "kl_%s: kernel handle is NULL", desc->launcher);
@@ -432,15 +546,46 @@ kl_status kl__fail_kernel(const kl_kernel_desc *desc, const kl_kernel *kernel) {
         return kl__fail(KL_ERROR_KERNEL_NOT_LOADED,
                         "kl_%s: kernel handle was not loaded (call kl_%s_get first)", desc->launcher,
                         desc->launcher);
-    return kl__fail(KL_ERROR_INVALID_ARGUMENT,
-                    "kl_%s: kernel handle was loaded for kl_%s (entry %s), not for this launcher",
-                    desc->launcher, kernel->desc ? kernel->desc->launcher : "?",
-                    kernel->desc ? kernel->desc->entry : "?");
+    if (kernel->desc != NULL && kl__str_same(kernel->desc->launcher, desc->launcher) &&
+        !kl__desc_same(kernel->desc, desc))
+        return kl__fail(KL_ERROR_INVALID_ARGUMENT,
+                        "kl_%s: kernel handle was loaded through another version of this launcher's header (spec "
+                        "%s, this one's %s, or another generator): rebuild every file that includes it from the "
+                        "same generated header",
+                        desc->launcher, kernel->desc->spec_hash ? kernel->desc->spec_hash : "?",
+                        desc->spec_hash ? desc->spec_hash : "?");
+    if (!kl__desc_same(kernel->desc, desc))
+        return kl__fail(KL_ERROR_INVALID_ARGUMENT,
+                        "kl_%s: kernel handle was loaded for kl_%s (entry %s), not for this launcher",
+                        desc->launcher, kernel->desc ? kernel->desc->launcher : "?",
+                        kernel->desc ? kernel->desc->entry : "?");
+    return kl__fail(KL_ERROR_KERNEL_NOT_LOADED,
+                    "kl_%s: kernel handle's module was unloaded (kl_module_unload) or loaded again since kl_%s_get; "
+                    "look the kernel up again in a loaded module",
+                    desc->launcher, desc->launcher);
 }
 
 kl_status kl__fail_null(const kl_kernel_desc *desc, const char *param) {
     return kl__fail(KL_ERROR_NULL_POINTER, "kl_%s: parameter %s is NULL [%s:%u]", desc->launcher, param,
                     desc->spec_file, (unsigned)desc->spec_line);
+}
+
+/* Is the argument `name` of a check signed (a variant constant, an i32
+ * parameter)? Its value then reaches kl__fail_check sign-extended, and is
+ * printed as the module or the caller gave it. */
+static int kl__arg_is_signed(const kl_kernel_desc *desc, const char *name) {
+    uint32_t i;
+    for (i = 0; i < desc->num_consts; i++)
+        if (strcmp(desc->const_names[i], name) == 0) return 1;
+    for (i = 0; i < desc->num_params; i++)
+        if (desc->params[i].kind == KL_PARAM_I32 && strcmp(desc->params[i].name, name) == 0) return 1;
+    return 0;
+}
+
+/* A sign-extended value back to its signed self, without an implementation-
+ * defined conversion. */
+static long long kl__as_signed(uint64_t v) {
+    return v <= (uint64_t)INT64_MAX ? (long long)v : -(long long)(~v) - 1;
 }
 
 kl_status kl__fail_check(const kl_kernel_desc *desc, kl_status status, uint32_t check,
@@ -449,12 +594,27 @@ kl_status kl__fail_check(const kl_kernel_desc *desc, kl_status status, uint32_t 
     char args[512];
     size_t used = 0;
     uint32_t i;
+    const char *negative = NULL; /* the first signed argument below zero */
     args[0] = '\0';
     for (i = 0; i < c->num_args && used < sizeof args; i++) {
-        int n = snprintf(args + used, sizeof args - used, "%s%s = %llu", i ? ", " : "", c->arg_names[i],
+        const int is_signed = kl__arg_is_signed(desc, c->arg_names[i]);
+        int n;
+        if (is_signed && kl__as_signed(values[i]) < 0 && negative == NULL) negative = c->arg_names[i];
+        if (is_signed)
+            n = snprintf(args + used, sizeof args - used, "%s%s = %lld", i ? ", " : "", c->arg_names[i],
+                         kl__as_signed(values[i]));
+        else
+            n = snprintf(args + used, sizeof args - used, "%s%s = %llu", i ? ", " : "", c->arg_names[i],
                          (unsigned long long)values[i]);
         if (n < 0) break;
         used += (size_t)n;
+    }
+    if (status == KL_ERROR_OVERFLOW && !has_value && negative != NULL) {
+        /* kl__x_signed's refusal: an unsigned expression cannot take it. */
+        return kl__fail(status, "kl_%s: %s `%s` reads %s, which is negative (%s); launch expressions are unsigned "
+                                "[%s:%u:%u]",
+                        desc->launcher, c->what, c->expr, negative, args, desc->spec_file, (unsigned)c->line,
+                        (unsigned)c->col);
     }
     if (status == KL_ERROR_PRECONDITION || status == KL_ERROR_VARIANT_MISMATCH) {
         return kl__fail(status, "kl_%s: precondition `%s` does not hold (%s)%s%s [%s:%u:%u]", desc->launcher,
@@ -474,70 +634,184 @@ kl_status kl__fail_check(const kl_kernel_desc *desc, kl_status status, uint32_t 
                     (unsigned)c->line, (unsigned)c->col);
 }
 
-/* A field too long for its kl_module slot is an error, not a silent
- * truncation: truncated names could match the wrong constant or family. */
-static kl_status kl__copy_field(char *dst, size_t cap, const char *key, const char *value) {
-    size_t n = strlen(value);
+/* Module metadata (docs/DESIGN.md), read strictly: what the generated .cuh
+ * writes is accepted, anything else is KL_ERROR_MODULE_INFO naming the line,
+ * never a silent truncation or a misread number. Lines are "key value"
+ * ("const NAME VALUE"), fields separated by spaces, at most
+ * KL__MODULE_LINE_MAX characters; the first non-empty line is
+ * "klaunch-module 1"; family, variant, spec_hash and source_hash appear at
+ * most once and must fit their kl_module slot; family, variant and constant
+ * names are C identifiers; constant values are decimal int64 (an optional
+ * '-', no leading zeros); a constant name appears once. Lines with other
+ * keys are left for newer runtimes, within the same line limit. */
+#define KL__MODULE_LINE_MAX 255
+
+static int kl__is_ident(const char *s, size_t n) {
+    size_t i;
+    if (n == 0 || (s[0] >= '0' && s[0] <= '9')) return 0;
+    for (i = 0; i < n; i++) {
+        const char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return 0;
+    }
+    return 1;
+}
+
+/* Decimal int64: -?(0|[1-9][0-9]*), in range. */
+static int kl__parse_int64(const char *s, size_t n, int64_t *out) {
+    const int neg = n > 0 && s[0] == '-';
+    size_t i = neg ? 1u : 0u;
+    uint64_t v = 0, limit = neg ? (uint64_t)INT64_MAX + 1u : (uint64_t)INT64_MAX;
+    if (i == n) return 0;
+    if (s[i] == '0' && n - i > 1) return 0; /* leading zero: octal to strtoll, nothing the generator writes */
+    if (neg && s[i] == '0') return 0;       /* "-0" */
+    for (; i < n; i++) {
+        const unsigned d = (unsigned)(s[i] - '0');
+        if (d > 9u) return 0;
+        if (v > (limit - d) / 10u) return 0;
+        v = v * 10u + d;
+    }
+    *out = neg ? (v == (uint64_t)INT64_MAX + 1u ? INT64_MIN : -(int64_t)v) : (int64_t)v;
+    return 1;
+}
+
+static kl_status kl__copy_field(char *dst, size_t cap, unsigned line, const char *key, const char *value, size_t n) {
     if (n >= cap)
-        return kl__fail(KL_ERROR_MODULE_INFO, "module metadata: %s '%s' is longer than %u characters", key, value,
-                        (unsigned)(cap - 1));
-    memcpy(dst, value, n + 1);
+        return kl__fail(KL_ERROR_MODULE_INFO, "module metadata line %u: %s '%.*s' is %lu characters; at most %u fit",
+                        line, key, (int)n, value, (unsigned long)n, (unsigned)(cap - 1));
+    memcpy(dst, value, n);
+    dst[n] = '\0';
     return KL_SUCCESS;
 }
 
-/* Metadata text: lines of "key value"; "const NAME VALUE" may repeat. */
 static kl_status kl__parse_module_info(const char *text, kl_module *m) {
     const char *p = text;
-    int have_magic = 0;
-    kl_status st = KL_SUCCESS;
+    unsigned line = 0;
+    int have_magic = 0, have_variant = 0, have_spec_hash = 0, have_source_hash = 0;
     while (*p) {
         const char *eol = strchr(p, '\n');
-        size_t len = eol ? (size_t)(eol - p) : strlen(p);
-        char line[256];
-        char key[64], a[80], b[80];
-        int n;
-        if (len >= sizeof line) len = sizeof line - 1;
-        memcpy(line, p, len);
-        line[len] = '\0';
-        p = eol ? eol + 1 : p + len;
-        if (line[0] == '\0') continue;
-        a[0] = b[0] = '\0';
-        n = sscanf(line, "%63s %79s %79s", key, a, b);
-        if (n < 2) return kl__fail(KL_ERROR_MODULE_INFO, "module metadata: malformed line '%s'", line);
-        if (strcmp(key, "klaunch-module") == 0) {
-            if (strcmp(a, "1") != 0)
-                return kl__fail(KL_ERROR_MODULE_INFO, "module metadata version %s, this runtime reads 1", a);
-            have_magic = 1;
-        } else if (strcmp(key, "family") == 0) {
-            st = kl__copy_field(m->family, sizeof m->family, key, a);
-        } else if (strcmp(key, "variant") == 0) {
-            st = kl__copy_field(m->variant, sizeof m->variant, key, a);
-        } else if (strcmp(key, "spec_hash") == 0) {
-            st = kl__copy_field(m->spec_hash, sizeof m->spec_hash, key, a);
-        } else if (strcmp(key, "source_hash") == 0) {
-            st = kl__copy_field(m->source_hash, sizeof m->source_hash, key, a);
-        } else if (strcmp(key, "const") == 0) {
-            char *end = NULL;
-            long long v;
-            if (n < 3) return kl__fail(KL_ERROR_MODULE_INFO, "module metadata: constant %s has no value", a);
-            if (m->num_consts >= KL_MAX_CONSTS)
-                return kl__fail(KL_ERROR_MODULE_INFO, "module metadata: more than %d constants (KL_MAX_CONSTS)",
-                                KL_MAX_CONSTS);
-            v = strtoll(b, &end, 0);
-            if (end == b || *end != '\0')
-                return kl__fail(KL_ERROR_MODULE_INFO, "module metadata: constant %s = '%s' is not an integer", a,
-                                b);
-            st = kl__copy_field(m->const_names[m->num_consts], sizeof m->const_names[0], "constant", a);
-            if (st != KL_SUCCESS) return st;
-            m->const_values[m->num_consts] = (int64_t)v;
-            m->num_consts++;
+        const size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        const char *field[4];
+        size_t flen[4];
+        int nf = 0;
+        size_t i = 0;
+        line++;
+        for (i = 0; i < len; i++) {
+            const unsigned char c = (unsigned char)p[i];
+            if (c < 0x20u || c == 0x7fu)
+                return kl__fail(KL_ERROR_MODULE_INFO,
+                                "module metadata line %u has a control character (byte 0x%02x at column %lu)", line,
+                                (unsigned)c, (unsigned long)i + 1);
         }
-        /* Unknown keys are left for newer runtimes. */
-        if (st != KL_SUCCESS) return st;
+        if (len > KL__MODULE_LINE_MAX)
+            return kl__fail(KL_ERROR_MODULE_INFO,
+                            "module metadata line %u is %lu characters ('%.40s...'); at most %u are read",
+                            line, (unsigned long)len, p, (unsigned)KL__MODULE_LINE_MAX);
+        /* Fields: runs of non-spaces; more than three is an error below for
+         * every key this runtime reads. */
+        i = 0;
+        while (i < len) {
+            size_t start;
+            while (i < len && p[i] == ' ') i++;
+            if (i == len) break;
+            start = i;
+            while (i < len && p[i] != ' ') i++;
+            if (nf < 4) {
+                field[nf] = p + start;
+                flen[nf] = i - start;
+            }
+            nf++;
+        }
+        if (nf > 0) {
+            kl_status st = KL_SUCCESS;
+            const char *key = field[0];
+            const size_t klen = flen[0];
+#define KL__KEY_IS(lit) (klen == sizeof(lit) - 1 && memcmp(key, lit, sizeof(lit) - 1) == 0)
+            const int known = KL__KEY_IS("klaunch-module") || KL__KEY_IS("family") || KL__KEY_IS("variant") ||
+                              KL__KEY_IS("spec_hash") || KL__KEY_IS("source_hash") || KL__KEY_IS("const");
+            const int want = KL__KEY_IS("const") ? 3 : 2;
+            if (!have_magic && !KL__KEY_IS("klaunch-module"))
+                return kl__fail(KL_ERROR_MODULE_INFO,
+                                "module metadata line %u: '%.*s' before the 'klaunch-module 1' line it must begin "
+                                "with",
+                                line, (int)len, p);
+            if (known && nf != want)
+                return kl__fail(KL_ERROR_MODULE_INFO, "module metadata line %u: '%.*s' has %d fields; %.*s takes %d",
+                                line, (int)len, p, nf, (int)klen, key, want);
+            if (KL__KEY_IS("klaunch-module")) {
+                if (have_magic)
+                    return kl__fail(KL_ERROR_MODULE_INFO, "module metadata line %u: a second klaunch-module line",
+                                    line);
+                if (!(flen[1] == 1 && field[1][0] == '1'))
+                    return kl__fail(KL_ERROR_MODULE_INFO, "module metadata version %.*s, this runtime reads 1",
+                                    (int)flen[1], field[1]);
+                have_magic = 1;
+            } else if (KL__KEY_IS("family") || KL__KEY_IS("variant")) {
+                const int is_family = KL__KEY_IS("family");
+                if (is_family ? m->family[0] != '\0' : have_variant)
+                    return kl__fail(KL_ERROR_MODULE_INFO, "module metadata line %u: a second %s line", line,
+                                    is_family ? "family" : "variant");
+                if (!kl__is_ident(field[1], flen[1]))
+                    return kl__fail(KL_ERROR_MODULE_INFO, "module metadata line %u: %s '%.*s' is not a C identifier",
+                                    line, is_family ? "family" : "variant", (int)flen[1], field[1]);
+                st = is_family ? kl__copy_field(m->family, sizeof m->family, line, "family", field[1], flen[1])
+                               : kl__copy_field(m->variant, sizeof m->variant, line, "variant", field[1], flen[1]);
+                have_variant |= !is_family;
+            } else if (KL__KEY_IS("spec_hash") || KL__KEY_IS("source_hash")) {
+                const int is_spec = KL__KEY_IS("spec_hash");
+                if (is_spec ? have_spec_hash : have_source_hash)
+                    return kl__fail(KL_ERROR_MODULE_INFO, "module metadata line %u: a second %s line", line,
+                                    is_spec ? "spec_hash" : "source_hash");
+                st = is_spec ? kl__copy_field(m->spec_hash, sizeof m->spec_hash, line, "spec_hash", field[1],
+                                              flen[1])
+                             : kl__copy_field(m->source_hash, sizeof m->source_hash, line, "source_hash", field[1],
+                                              flen[1]);
+                have_spec_hash |= is_spec;
+                have_source_hash |= !is_spec;
+            } else if (KL__KEY_IS("const")) {
+                int64_t v;
+                uint32_t j;
+                if (!kl__is_ident(field[1], flen[1]))
+                    return kl__fail(KL_ERROR_MODULE_INFO, "module metadata line %u: constant name '%.*s' is not a C "
+                                                          "identifier",
+                                    line, (int)flen[1], field[1]);
+                if (!kl__parse_int64(field[2], flen[2], &v))
+                    return kl__fail(KL_ERROR_MODULE_INFO,
+                                    "module metadata line %u: constant %.*s = '%.*s' is not a decimal 64-bit integer "
+                                    "(an optional '-', no leading zeros, at most 9223372036854775807)",
+                                    line, (int)flen[1], field[1], (int)flen[2], field[2]);
+                for (j = 0; j < m->num_consts; j++)
+                    if (strlen(m->const_names[j]) == flen[1] && memcmp(m->const_names[j], field[1], flen[1]) == 0)
+                        return kl__fail(KL_ERROR_MODULE_INFO, "module metadata line %u: constant %.*s defined twice",
+                                        line, (int)flen[1], field[1]);
+                if (m->num_consts >= KL_MAX_CONSTS)
+                    return kl__fail(KL_ERROR_MODULE_INFO,
+                                    "module metadata line %u: more than %d constants (KL_MAX_CONSTS)", line,
+                                    KL_MAX_CONSTS);
+                st = kl__copy_field(m->const_names[m->num_consts], sizeof m->const_names[0], line, "constant",
+                                    field[1], flen[1]);
+                if (st != KL_SUCCESS) return st;
+                m->const_values[m->num_consts] = v;
+                m->num_consts++;
+            }
+#undef KL__KEY_IS
+            /* Other keys are left for newer runtimes. */
+            if (st != KL_SUCCESS) return st;
+        }
+        p = eol ? eol + 1 : p + len;
     }
     if (!have_magic) return kl__fail(KL_ERROR_MODULE_INFO, "module metadata lacks its 'klaunch-module 1' line");
     if (m->family[0] == '\0') return kl__fail(KL_ERROR_MODULE_INFO, "module metadata names no family");
     return KL_SUCCESS;
+}
+
+/* Never 0 (the id of an unloaded module), never repeated in a process. */
+static uint64_t kl__next_load_id(void) {
+    static uint64_t last;
+#if defined(__GNUC__) || defined(__clang__)
+    return __atomic_add_fetch(&last, 1, __ATOMIC_RELAXED);
+#else
+    return ++last; /* see ERROR REPORTING: no atomics, load before starting threads */
+#endif
 }
 
 kl_status kl_module_load(kl_backend *backend, const void *image, size_t size, kl_module *out) {
@@ -561,37 +835,148 @@ kl_status kl_module_load(kl_backend *backend, const void *image, size_t size, kl
         return st;
     }
     out->backend = backend;
+    out->load_id = kl__next_load_id();
     out->magic = KL__MODULE_MAGIC;
     return KL_SUCCESS;
 }
 
-kl_status kl_module_load_file(kl_backend *backend, const char *path, kl_module *out) {
-    FILE *f;
-    long len;
-    void *buf;
+/* Reads `path` whole into a malloc'ed buffer with one NUL byte past its
+ * `*len` bytes. Refuses what is not a regular file (asked without blocking:
+ * open(O_NONBLOCK) returns at once on a FIFO with no writer, where fopen
+ * would wait for one), an empty file and one larger than
+ * KL_MODULE_FILE_MAX_BYTES, before reading a byte; every message names the
+ * path. */
+static kl_status kl__check_file_size(const char *path, uint64_t len) {
+    if (len == 0)
+        return kl__fail(KL_ERROR_INVALID_IMAGE,
+                        "kl_module_load_file: '%s' is empty (was the fatbin built without a CUDA toolkit?)", path);
+    if (len > (uint64_t)KL_MODULE_FILE_MAX_BYTES)
+        return kl__fail(KL_ERROR_FILE_IO,
+                        "kl_module_load_file: '%s' is %llu bytes, more than KL_MODULE_FILE_MAX_BYTES (%llu); define "
+                        "it higher before including klaunch.h to load it",
+                        path, (unsigned long long)len, (unsigned long long)KL_MODULE_FILE_MAX_BYTES);
+    return KL_SUCCESS;
+}
+
+#if defined(__unix__) || defined(__APPLE__)
+static const char *kl__file_kind(mode_t mode) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+#ifdef S_ISSOCK
+    if (S_ISSOCK(mode)) return "a socket";
+#endif
+    return "not a regular file";
+}
+
+static kl_status kl__read_file(const char *path, char **out, size_t *out_len) {
+    struct stat sb;
+    uint64_t len;
+    size_t got = 0;
+    char *buf;
     kl_status st;
-    if (out) memset(out, 0, sizeof *out);
-    if (path == NULL) return kl__fail(KL_ERROR_INVALID_ARGUMENT, "kl_module_load_file: path is NULL");
-    f = fopen(path, "rb");
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        const int e = errno;
+        /* A socket cannot be opened at all (ENXIO): say what it is. */
+        if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+            return kl__fail(KL_ERROR_FILE_IO, "kl_module_load_file: '%s' is %s, not a regular file", path,
+                            kl__file_kind(sb.st_mode));
+        return kl__fail(KL_ERROR_FILE_IO, "kl_module_load_file: cannot open '%s': %s", path, strerror(e));
+    }
+    if (fstat(fd, &sb) != 0) {
+        const int e = errno;
+        close(fd);
+        return kl__fail(KL_ERROR_FILE_IO, "kl_module_load_file: cannot stat '%s': %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return kl__fail(KL_ERROR_FILE_IO, "kl_module_load_file: '%s' is %s, not a regular file", path,
+                        kl__file_kind(sb.st_mode));
+    }
+    len = sb.st_size > 0 ? (uint64_t)sb.st_size : 0u;
+    st = kl__check_file_size(path, len);
+    if (st != KL_SUCCESS) {
+        close(fd);
+        return st;
+    }
+    /* One byte more than the size, to see a file that grew since fstat. */
+    buf = (char *)malloc((size_t)len + 1);
+    if (buf == NULL) {
+        close(fd);
+        return kl__fail(KL_ERROR_OUT_OF_MEMORY, "kl_module_load_file: %llu bytes for '%s'", (unsigned long long)len,
+                        path);
+    }
+    while (got < (size_t)len + 1) {
+        const ssize_t n = read(fd, buf + got, (size_t)len + 1 - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            const int e = errno;
+            close(fd);
+            free(buf);
+            return kl__fail(KL_ERROR_FILE_IO, "kl_module_load_file: reading '%s': %s", path, strerror(e));
+        }
+        if (n == 0) break;
+        got += (size_t)n;
+    }
+    close(fd);
+    if (got != (size_t)len) {
+        free(buf);
+        return kl__fail(KL_ERROR_FILE_IO, "kl_module_load_file: '%s' %s while it was read (%s %llu bytes)", path,
+                        got > (size_t)len ? "grew" : "shrank", got > (size_t)len ? "more than" : "fewer than",
+                        (unsigned long long)len);
+    }
+    buf[len] = '\0';
+    *out = buf;
+    *out_len = (size_t)len;
+    return KL_SUCCESS;
+}
+#else
+/* Without POSIX: the size as fseek/ftell see it; the cap still holds. */
+static kl_status kl__read_file(const char *path, char **out, size_t *out_len) {
+    long len;
+    char *buf;
+    kl_status st;
+    FILE *f = fopen(path, "rb");
     if (f == NULL) return kl__fail(KL_ERROR_FILE_IO, "kl_module_load_file: cannot open '%s'", path);
     if (fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
         fclose(f);
         return kl__fail(KL_ERROR_FILE_IO, "kl_module_load_file: cannot size '%s'", path);
     }
-    /* One extra NUL byte so a text image stays a C string. */
-    buf = malloc((size_t)len + 1);
+    st = kl__check_file_size(path, (uint64_t)len);
+    if (st != KL_SUCCESS) {
+        fclose(f);
+        return st;
+    }
+    buf = (char *)malloc((size_t)len + 1);
     if (buf == NULL) {
         fclose(f);
         return kl__fail(KL_ERROR_OUT_OF_MEMORY, "kl_module_load_file: %ld bytes for '%s'", len, path);
     }
-    if (len > 0 && fread(buf, 1, (size_t)len, f) != (size_t)len) {
+    if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
         fclose(f);
         free(buf);
         return kl__fail(KL_ERROR_FILE_IO, "kl_module_load_file: short read of '%s'", path);
     }
     fclose(f);
-    ((char *)buf)[len] = '\0';
-    st = kl_module_load(backend, buf, (size_t)len, out);
+    buf[len] = '\0';
+    *out = buf;
+    *out_len = (size_t)len;
+    return KL_SUCCESS;
+}
+#endif
+
+kl_status kl_module_load_file(kl_backend *backend, const char *path, kl_module *out) {
+    char *buf = NULL;
+    size_t len = 0;
+    kl_status st;
+    if (out) memset(out, 0, sizeof *out);
+    if (path == NULL) return kl__fail(KL_ERROR_INVALID_ARGUMENT, "kl_module_load_file: path is NULL");
+    if (out == NULL) return kl__fail(KL_ERROR_INVALID_ARGUMENT, "kl_module_load_file: out is NULL ('%s')", path);
+    st = kl__read_file(path, &buf, &len);
+    if (st != KL_SUCCESS) return st;
+    st = kl_module_load(backend, buf, len, out);
     free(buf); /* the driver copies the image */
     return st;
 }
@@ -670,6 +1055,7 @@ kl_status kl_kernel_get(kl_kernel *out, const kl_module *module, const kl_kernel
     out->max_threads = attrs.max_threads;
     out->max_dynamic_shared = attrs.max_dynamic_shared;
     out->module = module;
+    out->module_load_id = module->load_id;
     out->magic = KL__KERNEL_MAGIC;
     return KL_SUCCESS;
 }

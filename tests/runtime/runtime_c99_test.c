@@ -91,6 +91,11 @@ int main(void) {
     if (st != KL_SUCCESS) CHECK(kl_last_error_message()[0] != '\0');
     kl_cuda_backend_destroy(&cuda);
 
+    /* A C caller's stray -1 (well defined in C, unlike a C++ static_cast)
+     * is no status: named as unknown, never a read past the tables. */
+    CHECK(strcmp(kl_status_name((kl_status)-1), "KL_UNKNOWN_STATUS") == 0);
+    CHECK(strcmp(kl_status_string((kl_status)-1), "unknown status") == 0);
+
     if (failures) {
         fprintf(stderr, "%d failed\n", failures);
         return 1;
