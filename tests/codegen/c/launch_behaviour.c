@@ -60,13 +60,19 @@ static kl_status fake_launch(const kl_backend *be, const kl_launch *l) {
 }
 static const kl_backend_ops fake_ops = {"fake", NULL, NULL, NULL, NULL, fake_launch};
 static kl_backend fake = {&fake_ops};
+/* A loaded module as far as a launcher looks: its magic and load id. */
+static kl_module fake_module;
 
 static kl_kernel make_kernel(const kl_kernel_desc *desc, const int64_t *consts) {
     kl_kernel k;
     uint32_t i;
     memset(&k, 0, sizeof k);
+    fake_module.magic = KL__MODULE_MAGIC;
+    fake_module.load_id = 1;
     k.desc = desc;
     k.backend = &fake;
+    k.module = &fake_module;
+    k.module_load_id = 1;
     k.max_threads = 1024;
     k.max_dynamic_shared = 48 * 1024;
     k.magic = KL__KERNEL_MAGIC;
