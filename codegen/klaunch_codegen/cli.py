@@ -87,6 +87,14 @@ def main(argv=None):
     specs = [s for s in (load_spec(p, diags) for p in paths) if s is not None]
     if not diags:
         cross_check(specs, diags)
+    if not diags:
+        from .names import RuntimeHeadersError, check_run
+
+        try:
+            check_run(specs, diags)
+        except RuntimeHeadersError as e:
+            print("klaunch_codegen: error: %s; the generator reads the runtime's names and limits from them" % e, file=sys.stderr)
+            return 1
     if diags:
         for d in diags.sorted(paths):
             print(d, file=sys.stderr)

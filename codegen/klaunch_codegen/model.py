@@ -138,6 +138,7 @@ class Variant:
         self.doc = doc
         self.constants = constants  # [(name, int)] in spec order
         self.pos = pos
+        self.const_pos = {}  # name -> position of its key
 
 
 class Spec:

@@ -4,6 +4,8 @@ and the names C and C++ reserve. The validator (validate.py) reads these
 tables; nothing here reads a spec.
 """
 
+import re
+
 # ---- types --------------------------------------------------------------------
 
 SCALAR_TYPES = ("u32", "u64", "i32", "f32", "bool")
@@ -72,11 +74,12 @@ INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 # ---- names ------------------------------------------------------------------------
 
+# C99/C11 keywords, the C23 ones C++ lacks, and GNU C's typeof.
 C_KEYWORDS = frozenset(
     """auto break case char const continue default do double else enum extern float for goto if inline
     int long register restrict return short signed sizeof static struct switch typedef union unsigned void
     volatile while _Alignas _Alignof _Atomic _Bool _Complex _Generic _Imaginary _Noreturn _Static_assert
-    _Thread_local bool true false""".split()
+    _Thread_local bool true false typeof typeof_unqual""".split()
 )
 CXX_KEYWORDS = frozenset(
     """alignas alignof and and_eq asm bitand bitor catch char16_t char32_t char8_t class compl concept
@@ -87,3 +90,20 @@ CXX_KEYWORDS = frozenset(
 )
 # Names the generated code itself uses for its own parameters and types.
 RESERVED = frozenset("kernel stream NULL size_t uint8_t uint32_t uint64_t int32_t int64_t".split())
+
+# The preprocessor's operator, which no macro may be named.
+PREPROCESSOR_WORDS = frozenset(["defined"])
+
+# Prefixes owned by others, for names that reach C raw (parameters, variant
+# constants, kernel entries): (pattern, owner).
+RESERVED_PATTERNS = (
+    (re.compile(r"(?:cuda[A-Z0-9_]|CUDA|CU_|CU[a-z]|cu[A-Z]|NV_|nv_)"), "CUDA (cuda*, CUDA*, CU_*, CUx*, cuX*, NV_*, nv_*)"),
+    (re.compile(r"U?INT[A-Z0-9_]*_(?:MAX|MIN|C|WIDTH)\Z"), "C's <stdint.h> (INT*/UINT* macros ending _MAX, _MIN, _C, _WIDTH)"),
+    (re.compile(r"u?int[a-z0-9_]*_t\Z"), "C's <stdint.h> (int*_t and uint*_t types)"),
+)
+
+# Identifiers the generated kernel-side header uses after it #defines the
+# variant constants (its signature-check templates): a constant of one of
+# these names would be substituted there. tests/codegen/test_names.py reads
+# the rendered headers to keep this list whole.
+CUH_IDENTIFIERS = frozenset("arg arity is_kernel ok present type value".split())

@@ -13,6 +13,7 @@ import os
 import re
 
 from . import expr as ex
+from .names import header_name_problem
 from .model import Check, Expr, Launcher, Param, Spec, Type, Variant
 from .schema import (
     ATTRIBUTE_KEYS,
@@ -25,6 +26,7 @@ from .schema import (
     GRID_LIMITS,
     INT64_MAX,
     INT64_MIN,
+    PREPROCESSOR_WORDS,
     LAUNCHER_KEYS,
     PARAM_KEYS,
     POINTER_ELEMENTS,
@@ -87,6 +89,18 @@ def parse_type(text):
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
+# What each `what` of name_problem() is, for the checks that depend on
+# where the name goes (names.py).
+_ROLE = {
+    "family": "family",
+    "launcher name": "launcher",
+    "entry": "entry",
+    "parameter name": "param",
+    "variant name": "variant",
+    "constant name": "constant",
+}
+
+
 def name_problem(name, what):
     """(message, hint) when `name` cannot be a C identifier here, else None."""
     if not _IDENT.match(name):
@@ -102,8 +116,21 @@ def name_problem(name, what):
         return ("%s '%s' uses a reserved prefix" % (what, name), "kl_, KL_ and __ belong to klaunch and the compiler")
     if name in RESERVED:
         return ("%s '%s' is reserved" % (what, name), "the generated code uses this name itself; rename it")
+    if name.startswith("_"):
+        return ("%s '%s' starts with _, which C reserves%s" % (what, name, " (with a capital: for keywords like _Float32 and _Pragma)" if name[1:2].isupper() else ""),
+                "start it with a letter")
+    role = _ROLE.get(what, "param")
+    if "__" in name and role in ("param", "constant", "entry"):
+        return ("%s '%s' contains __, which C++ reserves" % (what, name), "use single underscores")
+    if name.lower().startswith("klaunch"):
+        return ("%s '%s' uses a reserved prefix" % (what, name), "klaunch and KLAUNCH belong to klaunch's headers and guards")
+    if name in PREPROCESSOR_WORDS:
+        return ("%s '%s' is the preprocessor's operator" % (what, name), "rename it")
+    if role in ("param", "constant", "entry"):
+        problem = header_name_problem(name, role)
+        if problem:
+            return ("%s %s" % (what, problem[0]), problem[1])
     return None
-
 
 
 # ---- validation -----------------------------------------------------------------
@@ -265,10 +292,12 @@ class _Validator:
                 continue
             else:
                 fields = self.fields(vnode, where, VARIANT_KEYS, ())
-            constants = []
+            constants, const_pos = [], {}
             if "constants" in fields:
-                constants = self.constants(fields["constants"][1], name)
-            spec.variants.append(Variant(name, self.doc(fields), constants, node_pos(knode)))
+                constants = self.constants(fields["constants"][1], name, const_pos)
+            variant = Variant(name, self.doc(fields), constants, node_pos(knode))
+            variant.const_pos = const_pos
+            spec.variants.append(variant)
         if not spec.variants:
             return
         first = spec.variants[0]
@@ -290,7 +319,7 @@ class _Validator:
                     "every variant defines the same constants",
                 )
 
-    def constants(self, node, variant):
+    def constants(self, node, variant, positions):
         out = []
         if node.tag == NULL:
             return out
@@ -326,6 +355,7 @@ class _Validator:
                 self.err(node_pos(vnode), "constant %s = %s does not fit in 64 bits" % (name, vnode.value), "constants are signed 64-bit integers")
                 continue
             out.append((name, value))
+            positions[name] = node_pos(knode)
         return out
 
     def launchers(self, node, spec):
@@ -353,6 +383,11 @@ class _Validator:
                 )
             else:
                 entries[l.entry] = l
+        const_names = {n for v in spec.variants for n, _ in v.constants}
+        for l in spec.launchers:
+            if l.entry in const_names:
+                self.err(l.entry_pos, "entry '%s' of launcher '%s' has the name of a variant constant" % (l.entry, l.name),
+                         "the constant is #defined in kernel sources, so the kernel's name would become a number; rename one of them")
 
     def launcher(self, node, spec):
         label = "a launcher"

@@ -1,0 +1,242 @@
+"""Names that reach C: each is checked against what it will meet there.
+
+A spec's names reach the output raw (parameters, variant constants,
+kernel entries) or prefixed (launchers become kl_<name>, kl_<name>_get,
+..., families become file names and macros). raw_name_problem() checks a
+raw name against C and C++ keywords, reserved identifiers, the macros and
+declarations of the headers the output includes (header_names.txt, kept
+honest by tests/codegen/test_names.py against the compilers) and the
+prefixes klaunch and CUDA own. check_run() lists every name the run will
+emit, for every family, and reports collisions with the runtime's own
+names (read from include/klaunch/*.h, so the list cannot drift), with each
+other (after prefixing, and file names compared without case) and the
+runtime's limits (KL_MAX_CONSTS, the module metadata's field sizes).
+"""
+
+import os
+import re
+
+from . import schema
+
+
+class RuntimeHeadersError(Exception):
+    """The runtime headers are missing or no longer say what is read here."""
+
+
+# ---- the headers the output includes ---------------------------------------------
+
+
+def _read_header_names():
+    """({macro}, {declared function or type}) from header_names.txt."""
+    macros, decls = set(), set()
+    section = None
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "header_names.txt")
+    with open(path) as f:
+        for line in f:
+            word = line.strip()
+            if word == "# macros":
+                section = macros
+            elif word == "# declarations":
+                section = decls
+            elif word and not word.startswith("#") and section is not None:
+                section.add(word)
+    return frozenset(macros), frozenset(decls)
+
+
+HEADER_MACROS, HEADER_DECLARATIONS = _read_header_names()
+
+
+def header_name_problem(name, role):
+    """(message, hint) when a name is the headers' or CUDA's, else None."""
+    for pattern, owner in schema.RESERVED_PATTERNS:
+        if pattern.match(name):
+            return ("'%s' is reserved by %s" % (name, owner), "rename it")
+    if name in HEADER_MACROS:
+        return ("'%s' is a macro of the C or CUDA headers the generated files include" % name,
+                "it would be replaced wherever the name is used; rename it")
+    if role in ("constant", "entry") and name in HEADER_DECLARATIONS:
+        return ("'%s' is declared by the C or CUDA headers the kernel-side header includes" % name,
+                "a %s of that name would clash with it; rename it" % ("macro" if role == "constant" else "kernel"))
+    if role == "constant" and name in schema.CUH_IDENTIFIERS:
+        return ("'%s' is a name the generated kernel-side header uses after the constants are #defined" % name,
+                "the macro would replace it there; rename the constant")
+    return None
+
+
+# ---- the runtime ----------------------------------------------------------------------
+
+
+class Runtime:
+    """What include/klaunch/*.h declares and the limits klaunch.h sets."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.headers = sorted(f for f in os.listdir(directory) if f.endswith(".h"))
+        self.identifiers = set()
+        texts = {}
+        for h in self.headers:
+            with open(os.path.join(directory, h), encoding="utf-8", errors="replace") as f:
+                texts[h] = _code_only(f.read())
+            self.identifiers.update(_RUNTIME_NAME.findall(texts[h]))
+        core = texts.get("klaunch.h")
+        if core is None:
+            raise RuntimeHeadersError("%s has no klaunch.h" % directory)
+        self.limits = {}
+        for key, pattern in _LIMITS.items():
+            m = re.search(pattern, core)
+            if not m:
+                raise RuntimeHeadersError("cannot read %s from %s" % (key, os.path.join(directory, "klaunch.h")))
+            self.limits[key] = int(m.group(1))
+
+
+# Generated names start with kl_, kl__, KL_, KL__ or KLAUNCH_: those of the
+# runtime that could meet them.
+_RUNTIME_NAME = re.compile(r"\b(?:kl_|KL_|KLAUNCH_)[A-Za-z0-9_]*")
+_LIMITS = {
+    "KL_MAX_CONSTS": r"#\s*define\s+KL_MAX_CONSTS\s+(\d+)",
+    "KL_MODULE_INFO_BYTES": r"#\s*define\s+KL_MODULE_INFO_BYTES\s+(\d+)",
+    "family": r"\bchar\s+family\s*\[\s*(\d+)\s*\]",
+    "variant": r"\bchar\s+variant\s*\[\s*(\d+)\s*\]",
+    "const_name": r"\bchar\s+const_names\s*\[\s*KL_MAX_CONSTS\s*\]\s*\[\s*(\d+)\s*\]",
+}
+
+
+def _code_only(text):
+    """C text without comments and string or character literals."""
+    return re.sub(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', " ", text, flags=re.S)
+
+
+_RUNTIME = None
+
+
+def runtime_dir():
+    """include/klaunch of the checkout or package the generator runs from."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for base in (here, os.path.dirname(os.path.realpath(__file__))):
+        d = os.path.join(base, os.pardir, os.pardir, "include", "klaunch")
+        if os.path.isfile(os.path.join(d, "klaunch.h")):
+            return os.path.normpath(d)
+    raise RuntimeHeadersError(
+        "cannot find the klaunch runtime headers (include/klaunch/klaunch.h) beside the generator (%s)" % here)
+
+
+def runtime():
+    global _RUNTIME
+    if _RUNTIME is None:
+        _RUNTIME = Runtime(runtime_dir())
+    return _RUNTIME
+
+
+# ---- what the output declares ---------------------------------------------------------
+
+
+class Emitted:
+    """One name the output declares, and the spec name it comes from."""
+
+    __slots__ = ("name", "space", "spec", "pos", "origin", "what")
+
+    def __init__(self, name, space, spec, pos, origin, what):
+        self.name = name
+        self.space = space  # "c": file scope of the .h; "file": an output path
+        self.spec = spec
+        self.pos = pos
+        self.origin = origin  # "launcher 'x'", "family 'f'", ...
+        self.what = what  # "its kernel lookup", ...
+
+
+def emitted(spec, fatbin_names=True):
+    """Every file-scope name and file the spec's outputs declare."""
+    out = []
+    fam = spec.family
+    fam_origin = "family '%s'" % fam
+    out.append(Emitted("klaunch/%s.h" % fam, "file", spec, spec.family_pos, fam_origin, "its C header"))
+    out.append(Emitted("klaunch/%s.cuh" % fam, "file", spec, spec.family_pos, fam_origin, "its kernel-side header"))
+    up = fam.upper()
+    for name, what in (("KLAUNCH_%s_H" % up, "the include guard of its C header"),
+                       ("KLAUNCH_%s_CUH" % up, "the include guard of its kernel-side header"),
+                       ("KL__%s_VARIANT" % up, "a macro of its kernel-side header"),
+                       ("KL__%s_CONST_LINES" % up, "a macro of its kernel-side header"),
+                       ("KL__%s_SIGNATURES_CHECKED" % up, "a macro of its kernel-side header")):
+        out.append(Emitted(name, "c", spec, spec.family_pos, fam_origin, what))
+    if fatbin_names:
+        for v in spec.variants:
+            origin = "variant '%s' of family '%s'" % (v.name, fam)
+            out.append(Emitted("kl_fatbin_%s_%s" % (fam, v.name), "c", spec, v.pos, origin, "its embedded fatbin (bazel/cuda.bzl)"))
+            out.append(Emitted("kl_fatbin_%s_%s_size" % (fam, v.name), "c", spec, v.pos, origin, "its embedded fatbin's size"))
+    for l in spec.launchers:
+        n = l.name
+        origin = "launcher '%s'" % n
+        for name, what in (("kl_%s" % n, "its launcher"),
+                           ("kl_%s_get" % n, "its kernel lookup"),
+                           ("kl_%s_check" % n, "its check function"),
+                           ("kl_%s_params" % n, "its parameter table"),
+                           ("kl_%s_desc" % n, "its kernel description"),
+                           ("kl__%s_prepare" % n, "its private check helper"),
+                           ("kl__%s_checks" % n, "its check table"),
+                           ("kl__%s_consts" % n, "its constant names"),
+                           ("kl__%s_attributes" % n, "its launch attributes")):
+            out.append(Emitted(name, "c", spec, l.pos, origin, what))
+        for c in l.checks:
+            if c.args:
+                out.append(Emitted("kl__%s_args%d" % (n, c.index), "c", spec, l.pos, origin, "the names of check %d" % c.index))
+    return out
+
+
+def check_run(specs, diags):
+    """Collisions of the run's emitted names with the runtime's and with
+    each other, and the runtime's limits."""
+    rt = runtime()
+    runtime_files = {("klaunch/" + h).lower(): "klaunch/" + h for h in rt.headers}
+    seen = {}  # name (files: lower case) -> Emitted
+    for s in specs:
+        _limits(s, rt, diags)
+        over_runtime = False  # its guard then collides too: one message is enough
+        for e in emitted(s):
+            key = e.name.lower() if e.space == "file" else e.name
+            if e.space == "file" and key in runtime_files:
+                if not over_runtime:
+                    diags.error(s.path, e.pos, "%s would write %s over the runtime header %s" % (e.origin, e.name, runtime_files[key]),
+                                "rename the family")
+                over_runtime = True
+                continue
+            if over_runtime and e.origin.startswith("family"):
+                continue
+            if e.space == "c" and e.name in rt.identifiers:
+                diags.error(s.path, e.pos, "%s makes %s (%s), a name of the klaunch runtime" % (e.origin, e.name, e.what),
+                            "rename it; include/klaunch/*.h declares %s" % e.name)
+                continue
+            other = seen.get(key)
+            if other is None:
+                seen[key] = e
+                continue
+            if other.origin == e.origin and other.spec is not e.spec and e.origin.startswith("launcher"):
+                continue  # the same launcher name twice: cross_check says so
+            if other.spec is e.spec and other.origin == e.origin:
+                continue
+            where = "" if other.spec is e.spec else " in %s" % other.spec.path
+            if e.space == "file":
+                diags.error(s.path, e.pos, "%s writes %s, which %s%s also writes%s" % (
+                    e.origin, e.name, other.origin, where, "" if other.name == e.name else " as %s" % other.name),
+                    "file names that differ only in case are one file on some systems; rename one family")
+            else:
+                diags.error(s.path, e.pos, "%s makes %s (%s), which %s%s also makes (%s)" % (
+                    e.origin, e.name, e.what, other.origin, where, other.what), "rename one of them")
+
+
+def _limits(spec, rt, diags):
+    lim = rt.limits
+    fam_max = lim["family"] - 1
+    if len(spec.family) > fam_max:
+        diags.error(spec.path, spec.family_pos, "family name '%s' has %d characters; module metadata holds %d" % (
+            spec.family, len(spec.family), fam_max), "the runtime's kl_module.family is char[%d]; shorten it" % lim["family"])
+    for v in spec.variants:
+        if len(v.name) > lim["variant"] - 1:
+            diags.error(spec.path, v.pos, "variant name '%s' has %d characters; module metadata holds %d" % (
+                v.name, len(v.name), lim["variant"] - 1), "the runtime's kl_module.variant is char[%d]; shorten it" % lim["variant"])
+        if len(v.constants) > lim["KL_MAX_CONSTS"]:
+            diags.error(spec.path, v.pos, "variant '%s' has %d constants; a module carries at most %d" % (
+                v.name, len(v.constants), lim["KL_MAX_CONSTS"]), "KL_MAX_CONSTS in include/klaunch/klaunch.h is %d" % lim["KL_MAX_CONSTS"])
+        for name, _ in v.constants:
+            if len(name) > lim["const_name"] - 1:
+                diags.error(spec.path, v.const_pos.get(name, v.pos), "constant name '%s' of variant '%s' has %d characters; module metadata holds %d" % (
+                    name, v.name, len(name), lim["const_name"] - 1), "shorten it")

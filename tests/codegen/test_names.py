@@ -1,0 +1,232 @@
+"""Names that reach C (codegen/klaunch_codegen/names.py), checked against
+what the compilers and the runtime headers say, not against lists copied
+from the code under test:
+
+- every macro gcc, g++ and nvcc define with the headers the generated files
+  include (and every function those headers declare, for kernel entries and
+  constants) is refused as a spec name;
+- every identifier the rendered kernel-side headers use after the variant
+  constants are defined is refused as a constant name;
+- the runtime's names and limits are read from include/klaunch/*.h, the
+  limits equal what a C compiler says of kl_module;
+- names of two families that collide after prefixing, or differ only in
+  case, are refused across spec files.
+
+    python3 tests/codegen/test_names.py --update
+
+rewrites codegen/klaunch_codegen/header_names.txt from this machine's
+compilers (after a toolkit or libc upgrade the first test says so).
+"""
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import codegen_test_support as support
+
+from klaunch_codegen import names, schema, validate
+
+GCC = support.tool("gcc")
+GXX = support.tool("g++")
+NVCC = support.tool("nvcc")
+HEADER_NAMES = os.path.join(support.ROOT, "codegen", "klaunch_codegen", "header_names.txt")
+
+# What the generated files include: klaunch/<family>.h (and through it the
+# runtime, whose system headers are read from its files) and the .cuh.
+H_INCLUDES = ["stddef.h", "stdint.h", "stdbool.h"]
+CUH_INCLUDES = ["cuda_bf16.h", "cuda_fp8.h", "stdint.h"]
+
+
+def runtime_system_includes():
+    found = set()
+    for h in glob.glob(os.path.join(support.INCLUDE, "klaunch", "*.h")):
+        with open(h) as f:
+            found.update(re.findall(r"^\s*#\s*include\s*<([^>]+)>", f.read(), flags=re.M))
+    return sorted(found)
+
+
+def _macros(cmd, source, suffix):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "t" + suffix)
+        with open(path, "w") as f:
+            f.write(source)
+        out = subprocess.run(cmd + [path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, cwd=tmp)
+        if out.returncode != 0:
+            raise AssertionError("%s failed:\n%s" % (" ".join(cmd), out.stderr[-3000:]))
+        return set(re.findall(r"^#define ([A-Za-z_][A-Za-z0-9_]*)", out.stdout, flags=re.M))
+
+
+def compiler_names():
+    """({macro}, {declared function}) from the compilers on this machine."""
+    h_src = "".join("#include <%s>\n" % h for h in H_INCLUDES + runtime_system_includes())
+    cuh_src = "".join("#include <%s>\n" % h for h in CUH_INCLUDES)
+    macros = set()
+    for cmd in ([GCC, "-std=c99", "-dM", "-E"], [GCC, "-dM", "-E"], [GXX, "-std=c++17", "-dM", "-E", "-x", "c++"],
+                [GXX, "-dM", "-E", "-x", "c++"]):
+        macros |= _macros(cmd, h_src, ".c")
+    decls = set()
+    if NVCC:
+        macros |= _macros([NVCC, "-std=c++17", "-E", "-Xcompiler", "-dM"], cuh_src, ".cu")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "t.cu")
+            with open(path, "w") as f:
+                f.write(cuh_src)
+            out = subprocess.run([NVCC, "-std=c++17", "-E", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 universal_newlines=True, cwd=tmp)
+            text = re.sub(r"^#.*$", "", out.stdout, flags=re.M)
+            text = re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
+            # Declarations the C library and CUDA headers make: extern ... name(
+            decls = set(re.findall(r"\bextern\b[^;{}]*?\b([A-Za-z][A-Za-z0-9_]*)\s*\(", text))
+    drop = schema.C_KEYWORDS | schema.CXX_KEYWORDS | {"__attribute__", "throw", "noexcept", "decltype", "operator"}
+    keep = lambda n: not n.startswith("_") and n not in drop and not any(p.match(n) for p, _ in schema.RESERVED_PATTERNS)
+    macros = {n for n in macros if keep(n)}
+    decls = {n for n in decls if keep(n)} - macros
+    return macros, decls
+
+
+def update():
+    macros, decls = compiler_names()
+    with open(HEADER_NAMES, "w") as f:
+        f.write("# Names the headers of the generated files define as macros, or declare, and\n"
+                "# which spec names therefore must not take (codegen/klaunch_codegen/names.py).\n"
+                "# Made by `python3 tests/codegen/test_names.py --update` from gcc, g++ and\n"
+                "# nvcc (-dM -E, and nvcc -E's extern declarations) on the headers the generated\n"
+                "# .h, the runtime and the .cuh include; names starting with _ and names the\n"
+                "# patterns of schema.RESERVED_PATTERNS cover are left out. Macros are refused\n"
+                "# for every raw name, declarations for kernel entries and constants.\n")
+        f.write("# macros\n")
+        f.writelines(n + "\n" for n in sorted(macros))
+        f.write("# declarations\n")
+        f.writelines(n + "\n" for n in sorted(decls))
+    print("wrote %s: %d macros, %d declarations" % (HEADER_NAMES, len(macros), len(decls)))
+
+
+def problem(name, role):
+    return validate.name_problem(name, {"param": "parameter name", "constant": "constant name", "entry": "entry"}[role])
+
+
+class HeaderNamesTest(unittest.TestCase):
+    @unittest.skipUnless(GCC and GXX, "gcc/g++ are not installed")
+    def test_every_macro_and_declaration_of_the_included_headers_is_refused(self):
+        macros, decls = compiler_names()
+        self.assertIn("UINT32_MAX", macros | set(n for n in ["UINT32_MAX"] if schema.RESERVED_PATTERNS[1][0].match(n)))
+        missing = sorted(n for n in macros if problem(n, "param") is None)
+        missing += sorted(n for n in decls if problem(n, "entry") is None or problem(n, "constant") is None)
+        self.assertEqual(missing, [], "names the compilers define that a spec may take; run: python3 tests/codegen/test_names.py --update")
+
+    def test_names_the_issue_found_are_refused(self):
+        # Each compiled, and failed, as a parameter name on 0c9d934.
+        for n in ("UINT32_MAX", "_Float32", "_Pragma", "typeof", "EOF", "linux", "INT64_C", "stdin", "NULL", "cudaStream_t"):
+            self.assertIsNotNone(problem(n, "param"), n)
+        for n in ("exp", "malloc", "printf", "sinf", "cudaMalloc"):
+            self.assertIsNotNone(problem(n, "entry"), n)
+            self.assertIsNone(problem(n, "param") if n not in ("cudaMalloc",) else None, n)
+        # Ordinary names stay free; a parameter may shadow a C function.
+        for n in ("n", "num_tokens", "TILE_MAX", "head_dim", "scale", "count", "x", "CUTOFF", "index", "time"):
+            self.assertIsNone(problem(n, "param"), n)
+        for n in ("n", "num_tokens", "TILE_MAX", "HEAD_DIM", "CUTOFF", "WIDTH"):
+            self.assertIsNone(problem(n, "constant"), n)
+
+
+class KernelSideHeaderTest(unittest.TestCase):
+    def test_constants_may_not_take_names_the_cuh_uses_after_defining_them(self):
+        # Every identifier of the rendered .cuh files that the spec did not
+        # name and that is not a keyword or klaunch's: a constant of that
+        # name would be substituted into the signature checks.
+        found = set()
+        for cuh in glob.glob(os.path.join(support.GOLDEN, "*", "expected", "klaunch", "*.cuh")):
+            case = os.path.dirname(os.path.dirname(os.path.dirname(cuh)))
+            spec_names = set()
+            with open(os.path.join(case, support.case_spec(case))) as f:
+                spec_names.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", f.read()))
+            with open(cuh) as f:
+                text = f.read()
+            body = text.split("/* ---- variant ---- */", 1)[1]
+            # Directives (with their continuation lines) are not expanded text.
+            body = re.sub(r"^\s*#\s*(?:define|elif|if|ifndef|ifdef|endif|else|error|include)\b(?:[^\n]*\\\n)*[^\n]*", " ", body, flags=re.M)
+            for n in re.findall(r"\b[A-Za-z_][A-Za-z0-9_]*\b", names._code_only(body)):
+                if n in spec_names or n in schema.C_KEYWORDS or n in schema.CXX_KEYWORDS or re.match(r"(kl_|KL_|KLAUNCH_|__)", n):
+                    continue
+                found.add(n)
+        self.assertTrue(found, "the scan found nothing: the header's layout changed?")
+        self.assertEqual(sorted(n for n in found if problem(n, "constant") is None), [])
+
+
+class RuntimeTest(unittest.TestCase):
+    def test_runtime_names_come_from_its_headers(self):
+        rt = names.runtime()
+        self.assertEqual(os.path.realpath(rt.directory), os.path.realpath(os.path.join(support.INCLUDE, "klaunch")))
+        for n in ("kl_kernel_get", "kl_module", "kl_kernel", "KLAUNCH_KLAUNCH_H", "kl__fail", "KL_SUCCESS"):
+            self.assertIn(n, rt.identifiers)
+        self.assertIn("klaunch.h", rt.headers)
+
+    @unittest.skipUnless(GCC, "gcc is not installed")
+    def test_limits_equal_what_the_compiler_says_of_kl_module(self):
+        src = ('#include <stdio.h>\n#include "klaunch/klaunch.h"\nint main(void) { kl_module m; (void)m;\n'
+               'printf("%d %d %d %d %d\\n", (int)sizeof m.family, (int)sizeof m.variant, (int)sizeof m.const_names[0],'
+               ' (int)KL_MAX_CONSTS, (int)KL_MODULE_INFO_BYTES); return 0; }\n')
+        with tempfile.TemporaryDirectory() as tmp:
+            c = os.path.join(tmp, "t.c")
+            with open(c, "w") as f:
+                f.write(src)
+            exe = os.path.join(tmp, "t")
+            r = subprocess.run([GCC, "-std=c99", "-I", support.INCLUDE, c, "-o", exe], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               universal_newlines=True)
+            self.assertEqual(r.returncode, 0, r.stdout)
+            got = subprocess.run([exe], stdout=subprocess.PIPE, universal_newlines=True).stdout.split()
+        lim = names.runtime().limits
+        self.assertEqual([int(x) for x in got], [lim["family"], lim["variant"], lim["const_name"], lim["KL_MAX_CONSTS"],
+                                                  lim["KL_MODULE_INFO_BYTES"]])
+
+
+class AcrossFamiliesTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.tmp)
+
+    def spec(self, family, launchers, variants="v1: {}"):
+        text = "family: %s\nvariants:\n  %s\nlaunchers:\n" % (family, variants)
+        for name in launchers:
+            text += "  - name: %s\n    params:\n      - n: u32\n    grid: {x: n}\n    block: {x: 32}\n" % name
+        with open(os.path.join(self.tmp, family + ".yaml"), "w") as f:
+            f.write(text)
+        return family + ".yaml"
+
+    def gen(self, *specs):
+        rc, out, err = support.run_codegen(["--include-dir", "inc"] + list(specs), cwd=self.tmp)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "inc")), "something was written")
+        self.assertNotIn("Traceback", err)
+        return rc, err.splitlines()
+
+    def test_launcher_of_one_family_named_like_anothers_get(self):
+        rc, err = self.gen(self.spec("fa", ["k"]), self.spec("fb", ["k_get"]))
+        self.assertEqual(rc, 1)
+        self.assertEqual(err, [
+            "fb.yaml:5:5: error: launcher 'k_get' makes kl_k_get (its launcher), which launcher 'k' in fa.yaml also makes "
+            "(its kernel lookup); rename one of them",
+            "klaunch_codegen: 1 error; nothing written",
+        ])
+
+    def test_families_whose_fatbin_symbols_collide(self):
+        rc, err = self.gen(self.spec("a_b", ["k1"], "c: {}"), self.spec("a", ["k2"], "b_c: {}"))
+        self.assertEqual(rc, 1)
+        self.assertIn("a.yaml:3:3: error: variant 'b_c' of family 'a' makes kl_fatbin_a_b_c (its embedded fatbin (bazel/cuda.bzl)), "
+                      "which variant 'c' of family 'a_b' in a_b.yaml also makes (its embedded fatbin (bazel/cuda.bzl)); rename one of them", err)
+
+    def test_families_that_differ_only_in_case(self):
+        rc, err = self.gen(self.spec("copy", ["k1"]), self.spec("Copy", ["k2"]))
+        self.assertEqual(rc, 1)
+        self.assertIn("Copy.yaml:1:9: error: family 'Copy' writes klaunch/Copy.h, which family 'copy' in copy.yaml also writes as "
+                      "klaunch/copy.h; file names that differ only in case are one file on some systems; rename one family", err)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--update"]:
+        update()
+    else:
+        support.main()
