@@ -120,6 +120,11 @@ class Buffer {
         unsigned char *p = base_ + lead_;
         for (size_t i = 0; i < n_ * sizeof(T); ++i) p[i] = b;
     }
+    // The n elements with `guard` elements on each side, as they are now.
+    std::vector<T> with_guards() const {
+        const T *first = data() - guard_;
+        return std::vector<T>(first, first + n_ + 2 * guard_);
+    }
     // The guard bytes still hold the poison.
     bool guards_intact() const {
         for (size_t i = 0; i < bytes_; ++i) {

@@ -32,8 +32,7 @@
 #define KL_EMU_ASSERT_OK(expr)                                                                              \
     do {                                                                                                    \
         const kl_status kl_emu_st_ = (expr);                                                                \
-        ASSERT_EQ(kl_emu_st_, KL_SUCCESS) << #expr << " returned " << kl_status_name(kl_emu_st_) << ": "     \
-                                          << kl_last_error_message();                                       \
+        ASSERT_EQ(kl_emu_st_, KL_SUCCESS) << #expr << " returned " << kl_last_error_message();              \
     } while (0)
 
 namespace emu_test {
