@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """Writes the unity translation unit kl_fatbin (bazel/cuda.bzl) compiles.
 
-    write_unity.py --label LABEL --family F --variant V --spec SPEC --out FILE SRC...
+    write_unity.py --label LABEL --family F --variant V --spec SPEC --out FILE
+                   [--source-hash FILE...] -- SRC...
 
+Used by kl_fatbin (bazel/cuda.bzl) and klaunch_add_family (cmake/klaunch.cmake).
 FILE holds, in this order:
 
+    #define KL_SOURCE_HASH "sha256:..."          (with --source-hash: of those
+                                                 files' contents, concatenated)
     #define KL_VARIANT_<V> 1
     #define KL_SIGNATURE_CHECKS_AT_END 1
     #include "klaunch/<F>.cuh"
@@ -26,6 +30,7 @@ macro, a template) is not found and is checked at the end instead.
 """
 
 import argparse
+import hashlib
 import re
 import sys
 
@@ -35,7 +40,7 @@ def entries(spec_path):
     try:
         import yaml
     except ImportError:
-        sys.exit("write_unity: needs PyYAML: python3 -m pip install pyyaml")
+        return None  # (without PyYAML: every kernel checked at the end)
     try:
         with open(spec_path) as f:
             doc = yaml.safe_load(f)
@@ -102,10 +107,20 @@ def definition_line(text, entry):
     return None
 
 
-def unity(label, family, variant, spec, out, srcs):
+def source_hash(paths):
+    h = hashlib.sha256()
+    for p in paths:
+        with open(p, "rb") as f:
+            h.update(f.read())
+    return "sha256:" + h.hexdigest()
+
+
+def unity(label, family, variant, spec, out, srcs, hashed=None):
     names = entries(spec)
-    lines = [
-        "/* Unity translation unit of %s, variant %s; written by bazel/write_unity.py (kl_fatbin). */" % (label, variant),
+    lines = ["/* Unity translation unit of %s, variant %s; written by bazel/write_unity.py. */" % (label, variant)]
+    if hashed:
+        lines.append('#define KL_SOURCE_HASH "%s"' % source_hash(hashed))
+    lines += [
         "#define KL_VARIANT_%s 1" % variant,
         # The kernels' signatures are checked after their definitions,
         # parameter by parameter (docs/ARG_ORDER.md), not by declarations.
@@ -143,14 +158,15 @@ def unity(label, family, variant, spec, out, srcs):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--label", default="a kl_fatbin")
+    ap.add_argument("--label", default="a kernel family")
     ap.add_argument("--family", required=True)
     ap.add_argument("--variant", required=True)
     ap.add_argument("--spec", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--source-hash", nargs="+", metavar="FILE", help="define KL_SOURCE_HASH from these files")
     ap.add_argument("srcs", nargs="*")
     a = ap.parse_args(argv)
-    unity(a.label, a.family, a.variant, a.spec, a.out, a.srcs)
+    unity(a.label, a.family, a.variant, a.spec, a.out, a.srcs, a.source_hash)
     return 0
 
 
