@@ -112,10 +112,12 @@ _RUNTIME = None
 def runtime_dir():
     """include/klaunch of the checkout or package the generator runs from."""
     here = os.path.dirname(os.path.abspath(__file__))
+    # A checkout's include/klaunch, or the copy `pip install ./codegen` puts
+    # in the package (codegen/setup.py).
     for base in (here, os.path.dirname(os.path.realpath(__file__))):
-        d = os.path.join(base, os.pardir, os.pardir, "include", "klaunch")
-        if os.path.isfile(os.path.join(d, "klaunch.h")):
-            return os.path.normpath(d)
+        for d in (os.path.join(base, os.pardir, os.pardir, "include", "klaunch"), os.path.join(base, "include", "klaunch")):
+            if os.path.isfile(os.path.join(d, "klaunch.h")):
+                return os.path.normpath(d)
     raise RuntimeHeadersError(
         "cannot find the klaunch runtime headers (include/klaunch/klaunch.h) beside the generator (%s)" % here)
 
