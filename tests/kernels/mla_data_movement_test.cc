@@ -33,11 +33,14 @@
 
 #include "kernels/mla_prefill_fatbins.h"
 #include "klaunch/mla_prefill.h"
+#include "tests/kernels/mla_data_movement_reference.h"
 #include "tests/support/gpu_test_util.h"
 
 namespace {
 
 using kl_test::DeviceBuffer;
+// The CPU references, from the contract, and bits(): mla_data_movement_reference.h.
+using namespace mla_dm_ref;
 
 // ---- variants, as the contract's table states them -------------------------
 
@@ -64,12 +67,6 @@ constexpr int kNumVariants = 2;
 
 constexpr uint16_t kPoison = 0xFFFF;  // what DeviceBuffer::poison() writes (bytes 0xFF)
 constexpr size_t kGuard = 8;          // guard elements on each side: 16 bytes, keeps alignment
-
-kl_bf16 bits(uint16_t b) {
-    kl_bf16 v;
-    v.bits = b;
-    return v;
-}
 
 // Any 16-bit pattern but the poison.
 std::vector<kl_bf16> random_bits(size_t n, std::mt19937 &gen) {
@@ -102,118 +99,6 @@ struct Region {
     DeviceBuffer<kl_bf16> buf;
     std::vector<kl_bf16> host;
 };
-
-// ---- CPU references, from the contract -------------------------------------------
-
-struct RopeCase {
-    uint32_t num_tokens, nq, nope, rope, q_dim_pad;
-    size_t misalign;
-    uint32_t hd() const { return nope + rope; }
-    uint32_t q_dim() const { return nq * hd() + q_dim_pad; }
-};
-
-std::ostream &operator<<(std::ostream &os, const RopeCase &c) {
-    return os << "num_tokens " << c.num_tokens << ", nq " << c.nq << ", nope " << c.nope << ", rope " << c.rope
-              << ", q_dim " << c.q_dim() << ", misalign " << c.misalign;
-}
-
-// Kernel 1: out[t, h, r] = q_full[t*q_dim + h*hd + nope + r].
-void ref_rope_extract(const kl_bf16 *q_full, kl_bf16 *out, const RopeCase &c) {
-    for (uint64_t t = 0; t < c.num_tokens; t++)
-        for (uint64_t h = 0; h < c.nq; h++)
-            for (uint64_t r = 0; r < c.rope; r++)
-                out[(t * c.nq + h) * c.rope + r] = q_full[t * c.q_dim() + h * c.hd() + c.nope + r];
-}
-
-// Kernel 2: q_full[t*q_dim + h*hd + nope + r] = in[t, h, r]; nothing else.
-void ref_rope_writeback(const kl_bf16 *in, kl_bf16 *q_full, const RopeCase &c) {
-    for (uint64_t t = 0; t < c.num_tokens; t++)
-        for (uint64_t h = 0; h < c.nq; h++)
-            for (uint64_t r = 0; r < c.rope; r++)
-                q_full[t * c.q_dim() + h * c.hd() + c.nope + r] = in[(t * c.nq + h) * c.rope + r];
-}
-
-struct KvCase {
-    uint32_t num_tokens, nkv, nope, v_dim, rope, stride_pad;
-    size_t misalign;
-    uint32_t hd() const { return nope + rope; }
-    uint32_t stride() const { return nkv * (nope + v_dim) + stride_pad; }
-};
-
-std::ostream &operator<<(std::ostream &os, const KvCase &c) {
-    return os << "num_tokens " << c.num_tokens << ", nkv " << c.nkv << ", nope " << c.nope << ", v_dim " << c.v_dim
-              << ", rope " << c.rope << ", kv_expanded_stride " << c.stride() << ", misalign " << c.misalign;
-}
-
-// Kernel 3: head h's [k_nope | v] group starts at column h*(nope + v_dim) of
-// kv_expanded's row; k_out[t, h] = [k_nope | k_rope_buf[t]], v_out[t, h] = v.
-void ref_kv_assemble(const kl_bf16 *kv_expanded, const kl_bf16 *k_rope_buf, kl_bf16 *k_out, kl_bf16 *v_out,
-                     const KvCase &c) {
-    for (uint64_t t = 0; t < c.num_tokens; t++) {
-        for (uint64_t h = 0; h < c.nkv; h++) {
-            const kl_bf16 *group = kv_expanded + t * c.stride() + h * (c.nope + c.v_dim);
-            kl_bf16 *k = k_out + (t * c.nkv + h) * c.hd();
-            for (uint64_t d = 0; d < c.nope; d++) k[d] = group[d];
-            for (uint64_t r = 0; r < c.rope; r++) k[c.nope + r] = k_rope_buf[t * c.rope + r];
-            kl_bf16 *v = v_out + (t * c.nkv + h) * c.v_dim;
-            for (uint64_t e = 0; e < c.v_dim; e++) v[e] = group[c.nope + e];
-        }
-    }
-}
-
-struct CacheCase {
-    uint32_t num_tokens, kv_lora, rope;
-    size_t misalign;
-    uint32_t dim() const { return kv_lora + rope; }
-};
-
-std::ostream &operator<<(std::ostream &os, const CacheCase &c) {
-    return os << "num_tokens " << c.num_tokens << ", kv_lora " << c.kv_lora << ", rope " << c.rope
-              << ", mla_cache_dim " << c.dim() << ", misalign " << c.misalign;
-}
-
-// Kernel 4: k_cache[t] = [kv_latent[t] | k_rope[t]], v_cache[t] =
-// [kv_latent[t] | k_rope[t]] when the variant's V has rope, else
-// [kv_latent[t] | 0] (+0.0, bits 0x0000).
-void ref_cache_assemble(const kl_bf16 *kv_latent, const kl_bf16 *k_rope, kl_bf16 *k_cache, kl_bf16 *v_cache,
-                        const CacheCase &c, bool v_has_rope) {
-    for (uint64_t t = 0; t < c.num_tokens; t++) {
-        for (uint64_t i = 0; i < c.kv_lora; i++) {
-            k_cache[t * c.dim() + i] = kv_latent[t * c.kv_lora + i];
-            v_cache[t * c.dim() + i] = kv_latent[t * c.kv_lora + i];
-        }
-        for (uint64_t r = 0; r < c.rope; r++) {
-            k_cache[t * c.dim() + c.kv_lora + r] = k_rope[t * c.rope + r];
-            v_cache[t * c.dim() + c.kv_lora + r] = v_has_rope ? k_rope[t * c.rope + r] : bits(0x0000);
-        }
-    }
-}
-
-struct QFinalCase {
-    uint32_t num_tokens, nq, kv_lora, rope;
-    size_t misalign;
-    uint32_t dim() const { return kv_lora + rope; }
-};
-
-std::ostream &operator<<(std::ostream &os, const QFinalCase &c) {
-    return os << "num_tokens " << c.num_tokens << ", nq " << c.nq << ", kv_lora " << c.kv_lora << ", rope "
-              << c.rope << ", mla_cache_dim " << c.dim() << ", misalign " << c.misalign;
-}
-
-// Kernel 6: q_final[t, h] = [q_absorbed[t, h] | q_rope[t, h]].
-void ref_q_final_assemble(const kl_bf16 *q_absorbed, const kl_bf16 *q_rope, kl_bf16 *q_final, const QFinalCase &c) {
-    for (uint64_t th = 0; th < (uint64_t)c.num_tokens * c.nq; th++) {
-        for (uint64_t i = 0; i < c.kv_lora; i++) q_final[th * c.dim() + i] = q_absorbed[th * c.kv_lora + i];
-        for (uint64_t r = 0; r < c.rope; r++) q_final[th * c.dim() + c.kv_lora + r] = q_rope[th * c.rope + r];
-    }
-}
-
-template <class Case>
-std::string describe(const Case &c) {
-    std::ostringstream os;
-    os << c;
-    return os.str();
-}
 
 // ---- the launchers of kernels 1, 2 and 6: seed grid and wide grid ---------------------
 
