@@ -7,8 +7,10 @@
  * FILES
  *   This header is the backend's API and its implementation. It includes
  *   klaunch/cuda_driver.h (private: the driver's types, entry points, the
- *   dlopen loader and error names) and klaunch/cuda_helpers.h (kl_cuda_malloc
- *   ... kl_cuda_device_name, for tests, examples and benchmarks).
+ *   dlopen loader and error names), klaunch/image.h (kl_image_check, run on
+ *   every image before the driver sees it) and klaunch/cuda_helpers.h
+ *   (kl_cuda_malloc ... kl_cuda_device_name, for tests, examples and
+ *   benchmarks).
  *
  * USE
  *   In the one file that defines KLAUNCH_IMPLEMENTATION, include this header
@@ -53,8 +55,10 @@
  *   As klaunch.h: every function returns a kl_status and keeps the message,
  *   with the driver's error name and description, in
  *   kl_last_error_message(). No driver: KL_ERROR_NO_DRIVER; no such device:
- *   KL_ERROR_NO_DEVICE; an image the device cannot run:
- *   KL_ERROR_INVALID_IMAGE; a module without klaunch metadata:
+ *   KL_ERROR_NO_DEVICE; an image the device cannot run, or one whose
+ *   headers point outside it (refused by kl_image_check before the driver
+ *   reads a byte; docs/LOADING.md): KL_ERROR_INVALID_IMAGE; a module
+ *   without klaunch metadata:
  *   KL_ERROR_MODULE_INFO; a kernel whose parameters differ from its spec
  *   (each spec parameter's offset and size, checked with cuFuncGetParamInfo
  *   where the driver has it): KL_ERROR_LAYOUT_MISMATCH, naming the first
@@ -67,6 +71,7 @@
 
 #include "klaunch/klaunch.h"
 #include "klaunch/cuda_driver.h" /* private: the driver's types, entry points and loader */
+#include "klaunch/image.h"       /* kl_image_check: images are checked before the driver reads them */
 
 #ifdef __cplusplus
 extern "C" {
@@ -143,8 +148,6 @@ kl_status kl_cuda_stream_check_not_capturing(kl_cuda_backend *cb, kl_stream stre
 extern "C" {
 #endif
 
-#define KL__FATBIN_MAGIC 0xBA55ED50u
-
 /* kl__fail with ": <driver error>" appended. Error path only. */
 static kl_status kl__cuda_fail(const kl_cuda_backend *cb, kl_status status, kl__cu_result r, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
@@ -176,44 +179,6 @@ static void kl__cuda_leave(const kl_cuda_backend *cb) {
     cb->api.ctx_pop_current(&ctx);
 }
 
-static uint64_t kl__load_le(const unsigned char *p, int bytes) {
-    uint64_t v = 0;
-    int i;
-    for (i = bytes - 1; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-
-/* cuModuleLoadData takes no size: it reads a fatbin or ELF image as far as
- * its headers say, and anything else as NUL-terminated PTX. Refuse images
- * whose headers point past their end; *needs_nul says the text has none. */
-static kl_status kl__cuda_check_image(const unsigned char *b, size_t size, int *needs_nul) {
-    *needs_nul = 0;
-    if (size >= 16 && kl__load_le(b, 4) == KL__FATBIN_MAGIC) {
-        uint64_t header = kl__load_le(b + 6, 2), body = kl__load_le(b + 8, 8);
-        if (header > size || body > size - header)
-            return kl__fail(KL_ERROR_INVALID_IMAGE,
-                            "kl_module_load: truncated fatbin: its header says %llu bytes, the image has %lu",
-                            (unsigned long long)(header + body), (unsigned long)size);
-        return KL_SUCCESS;
-    }
-    if (size >= 4 && b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F') {
-        uint64_t shoff, shentsize, shnum;
-        if (size < 64 || b[4] != 2)
-            return kl__fail(KL_ERROR_INVALID_IMAGE, "kl_module_load: ELF image of %lu bytes is not a 64-bit cubin",
-                            (unsigned long)size);
-        shoff = kl__load_le(b + 0x28, 8);
-        shentsize = kl__load_le(b + 0x3a, 2);
-        shnum = kl__load_le(b + 0x3c, 2);
-        if (shoff > size || shentsize * shnum > size - shoff)
-            return kl__fail(KL_ERROR_INVALID_IMAGE,
-                            "kl_module_load: truncated cubin: its section headers end past the image's %lu bytes",
-                            (unsigned long)size);
-        return KL_SUCCESS;
-    }
-    *needs_nul = memchr(b, '\0', size) == NULL;
-    return KL_SUCCESS;
-}
-
 static kl_status kl__cuda_capture_guard(kl_cuda_backend *cb, const char *what);
 
 static kl_status kl__cuda_module_load(kl_backend *be, const void *image, size_t size, void **handle) {
@@ -221,11 +186,13 @@ static kl_status kl__cuda_module_load(kl_backend *be, const void *image, size_t 
     kl__cu_module mod = NULL;
     kl__cu_result r;
     kl_status st;
-    int needs_nul;
+    kl_image_kind kind;
     char *copy = NULL;
-    st = kl__cuda_check_image((const unsigned char *)image, size, &needs_nul);
+    /* cuModuleLoadData takes no size: every offset and size it will follow
+     * is checked against this one first (klaunch/image.h). */
+    st = kl__image_check(image, size, "kl_module_load", &kind);
     if (st != KL_SUCCESS) return st;
-    if (needs_nul) {
+    if (kind == KL_IMAGE_PTX && memchr(image, '\0', size) == NULL) {
         copy = (char *)malloc(size + 1);
         if (copy == NULL)
             return kl__fail(KL_ERROR_OUT_OF_MEMORY, "kl_module_load: %lu bytes to terminate a PTX image",

@@ -12,6 +12,7 @@ int main(void) {
         {"record_backend.h", kl_headers_use_record_backend},
         {"cuda_backend.h", kl_headers_use_cuda_backend},
         {"cuda_helpers.h", kl_headers_use_cuda_helpers},
+        {"image.h", kl_headers_use_image},
         {"mla_prefill.h", kl_headers_use_mla_prefill},
         {"paged_decode.h", kl_headers_use_paged_decode},
         {"paged_decode_split.h", kl_headers_use_paged_decode_split},

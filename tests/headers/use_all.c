@@ -2,6 +2,7 @@
  * backends must not clash. */
 #include "klaunch/cuda_backend.h"
 #include "klaunch/cuda_helpers.h"
+#include "klaunch/image.h"
 #include "klaunch/klaunch.h"
 #include "klaunch/mla_prefill.h"
 #include "klaunch/paged_decode.h"
