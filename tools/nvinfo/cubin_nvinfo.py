@@ -31,7 +31,9 @@ Standard library only, so it runs wherever Python 3 does.
 
 import argparse
 import json
+import os
 import re
+import stat
 import struct
 import sys
 
@@ -126,16 +128,10 @@ def _u(fmt, data, offset, what, path):
         raise CubinError("%s: truncated: %s at byte %d lies past the end (%d bytes)" % (path, what, offset, len(data)))
 
 
-def _cstring(data, offset, what, path):
-    if offset >= len(data):
-        raise CubinError("%s: %s at byte %d lies past the end" % (path, what, offset))
-    end = data.find(b"\0", offset)
-    if end < 0:
-        raise CubinError("%s: %s at byte %d is not NUL-terminated" % (path, what, offset))
-    return data[offset:end].decode("utf-8", "replace")
-
-
 def _sections(data, path):
+    """The section headers, without their names (read_names gives the few
+    that are needed): decoding every name of a crafted file costs time and
+    memory quadratic in its size."""
     if len(data) < 64 or data[:4] != b"\x7fELF":
         raise CubinError("%s: not an ELF file (a fatbin or PTX? give the per-architecture .cubin)" % path)
     if data[4] != 2 or data[5] != 1:
@@ -152,17 +148,49 @@ def _sections(data, path):
     out = []
     for i in range(shnum):
         s = _Section()
-        name, s.type, _flags, _addr, s.offset, s.size, s.link, s.info = _u("<IIQQQQII", data, shoff + i * shentsize, "section header %d" % i, path)
+        s.name, s.type, _flags, _addr, s.offset, s.size, s.link, s.info = struct.unpack_from("<IIQQQQII", data, shoff + i * shentsize)
         s.index = i
-        s.name = name
         if s.type != SHT_NOBITS and s.offset + s.size > len(data):
             raise CubinError("%s: truncated: section %d (%d bytes at %d) ends past the end" % (path, i, s.size, s.offset))
         out.append(s)
-    if not (0 < shstrndx < len(out)):
+    if not (0 < shstrndx < len(out)) or out[shstrndx].type == SHT_NOBITS:
         raise CubinError("%s: no section name table (e_shstrndx %d)" % (path, shstrndx))
-    names = out[shstrndx]
-    for s in out:
-        s.name = _cstring(data, names.offset + s.name, "name of section %d" % s.index, path) if s.index else ""
+    return out, out[shstrndx]
+
+
+def _kernel_sections(data, sections, names, path):
+    """[(section, kernel name)] of the .nv.info.<kernel> sections, in one
+    pass over the name table: the names' ends are found in order of their
+    starts, so no byte of the table is scanned twice, and two kernels may not
+    share a name's bytes (a second section of one kernel, or a name that is
+    the tail of another), which keeps the decoded names within the file's
+    size."""
+    prefix = INFO_PREFIX.encode()
+    base, end = names.offset, names.offset + names.size
+    starts = []
+    for s in sections:
+        if s.type != SHT_CUDA_INFO or s.index == 0:
+            continue
+        if s.name >= names.size:
+            raise CubinError("%s: the name of section %d lies past its name table" % (path, s.index))
+        if data.startswith(prefix, base + s.name):
+            starts.append((s.name, s))
+    starts.sort(key=lambda t: (t[0], t[1].index))
+    out, owner, nul = [], {}, -1
+    for start, s in starts:
+        if base + start > nul:
+            nul = data.find(b"\0", base + start, end)
+            if nul < 0:
+                raise CubinError("%s: the name of section %d is not NUL-terminated in its name table" % (path, s.index))
+        if nul in owner:
+            first = owner[nul]
+            raise CubinError(
+                "%s: sections %d and %d name the same kernel, or one kernel's name is the end of the other's: a cubin has one .nv.info section per kernel"
+                % (path, first.index, s.index)
+            )
+        owner[nul] = s
+        out.append((s, data[base + start + len(prefix) : nul].decode("utf-8", "backslashreplace")))
+    out.sort(key=lambda t: t[0].index)
     return out
 
 
@@ -170,21 +198,22 @@ def parse_records(blob, where="section"):
     """[(format, attribute, value bytes)] of one .nv.info section."""
     out = []
     p = 0
-    while p < len(blob):
-        if p + 2 > len(blob):
+    n = len(blob)
+    while p < n:
+        if p + 2 > n:
             raise CubinError("%s: a record header at byte %d is cut off" % (where, p))
         fmt, attr = blob[p], blob[p + 1]
         if fmt in (EIFMT_NVAL, EIFMT_BVAL, EIFMT_HVAL):
-            if p + 4 > len(blob):
+            if p + 4 > n:
                 raise CubinError("%s: attribute 0x%02x at byte %d is cut off" % (where, attr, p))
-            value, p = (b"" if fmt == EIFMT_NVAL else blob[p + 2 : p + 4]), p + 4
+            value, p = (b"" if fmt == EIFMT_NVAL else bytes(blob[p + 2 : p + 4])), p + 4
         elif fmt == EIFMT_SVAL:
-            if p + 4 > len(blob):
+            if p + 4 > n:
                 raise CubinError("%s: attribute 0x%02x at byte %d is cut off" % (where, attr, p))
             (size,) = struct.unpack_from("<H", blob, p + 2)
-            if p + 4 + size > len(blob):
-                raise CubinError("%s: attribute 0x%02x at byte %d says %d bytes; %d are left" % (where, attr, p, size, len(blob) - p - 4))
-            value, p = blob[p + 4 : p + 4 + size], p + 4 + size
+            if p + 4 + size > n:
+                raise CubinError("%s: attribute 0x%02x at byte %d says %d bytes; %d are left" % (where, attr, p, size, n - p - 4))
+            value, p = bytes(blob[p + 4 : p + 4 + size]), p + 4 + size
         else:
             raise CubinError("%s: unknown record format 0x%02x at byte %d" % (where, fmt, p))
         out.append((fmt, attr, value))
@@ -210,42 +239,77 @@ def kernel_from_records(name, records, where):
 
 
 def _module_info(data, sections, path):
-    """The kl__module_info text (up to its NUL), or None when there is none."""
+    """The kl__module_info text (up to its NUL), or None when there is none.
+    Each symbol's name is compared in place (with its NUL), never decoded:
+    many symbols sharing one long name cost no more than short ones."""
+    wanted = MODULE_INFO_SYMBOL.encode() + b"\0"
     for s in sections:
         if s.type != SHT_SYMTAB or not (0 < s.link < len(sections)):
             continue
         strtab = sections[s.link]
-        for off in range(s.offset, s.offset + s.size - 23, 24):
-            st_name, _info, _other, shndx, value, size = _u("<IBBHQQ", data, off, "symbol", path)
-            if _cstring(data, strtab.offset + st_name, "symbol name", path) != MODULE_INFO_SYMBOL:
+        if strtab.type == SHT_NOBITS:
+            continue
+        for j, (st_name, _info, _other, shndx, value, size) in enumerate(struct.iter_unpack("<IBBHQQ", memoryview(data)[s.offset : s.offset + s.size - s.size % 24])):
+            if st_name >= strtab.size or not data.startswith(wanted, strtab.offset + st_name):
+                continue
+            if strtab.offset + st_name + len(wanted) > strtab.offset + strtab.size:
                 continue
             if not (0 < shndx < len(sections)) or sections[shndx].type == SHT_NOBITS:
                 return None
             home = sections[shndx]
             if value + size > home.size:
-                raise CubinError("%s: %s (%d bytes at %d) lies outside its section %s" % (path, MODULE_INFO_SYMBOL, size, value, home.name))
+                raise CubinError("%s: %s (%d bytes at %d) lies outside its section %d" % (path, MODULE_INFO_SYMBOL, size, value, shndx))
             raw = data[home.offset + value : home.offset + value + size]
-            return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+            return raw.split(b"\0", 1)[0].decode("utf-8", "backslashreplace")
     return None
 
 
 def parse_cubin(data, path="<cubin>"):
-    sections = _sections(data, path)
+    sections, names = _sections(data, path)
     (flags,) = _u("<I", data, 48, "e_flags", path)
     # ELF ABI version 8 and later keep the SM in bits 8-15, earlier in 0-7.
     sm = (flags >> 8) & 0xFF if data[8] >= 8 else flags & 0xFF
-    kernels = {}
-    for s in sections:
-        if s.type == SHT_CUDA_INFO and s.name.startswith(INFO_PREFIX):
-            name = s.name[len(INFO_PREFIX) :]
-            where = "%s: section %s" % (path, s.name)
-            kernels[name] = kernel_from_records(name, parse_records(data[s.offset : s.offset + s.size], where), where)
+    kernels, home = {}, {}
+    view = memoryview(data)
+    read = 0
+    for s, name in _kernel_sections(data, sections, names, path):
+        if name in home:
+            raise CubinError("%s: two .nv.info sections for kernel %s (sections %d and %d)" % (path, name, home[name], s.index))
+        home[name] = s.index
+        # Sections may overlap; reading the same bytes over and over is refused.
+        read += s.size
+        if read > 2 * len(data):
+            raise CubinError("%s: the .nv.info sections add up to more than twice the file (they overlap over and over)" % path)
+        where = "%s: section .nv.info.%s" % (path, name)
+        kernels[name] = kernel_from_records(name, parse_records(view[s.offset : s.offset + s.size], where), where)
     return Cubin(path, sm, kernels, _module_info(data, sections, path))
 
 
-def load(path):
-    with open(path, "rb") as f:
-        data = f.read()
+# Largest file load() reads: klaunch's cubins are under 2 MB, the largest
+# NVIDIA ships some tens of MB. --max-bytes changes it.
+MAX_BYTES = 256 << 20
+
+
+def load(path, max_bytes=MAX_BYTES):
+    """The cubin at `path`: a regular file of at most max_bytes, asked
+    without blocking (a FIFO or a device is refused, not read)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise CubinError("%s: cannot open: %s" % (path, e.strerror))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a character device" if stat.S_ISCHR(st.st_mode) else "a block device" if stat.S_ISBLK(st.st_mode) else "not a file"
+            raise CubinError("%s: %s, not a regular file" % (path, kind))
+        if st.st_size > max_bytes:
+            raise CubinError("%s: %d bytes, more than the %d this reader takes (--max-bytes)" % (path, st.st_size, max_bytes))
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(max_bytes + 1)
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise CubinError("%s: more than %d bytes (it grew while read)" % (path, max_bytes))
     if not data:
         raise CubinError("%s: empty file (built without a CUDA toolkit?)" % path)
     return parse_cubin(data, path)
@@ -321,31 +385,43 @@ def split_dump_file(text, where="<dump>"):
 # ---- command line ------------------------------------------------------------------
 
 
+def _shown(text):
+    """A name or text as one line: control characters escaped, so a crafted
+    name cannot start a line of its own."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def describe(cubin):
     lines = ["%s: sm_%d, %d kernels" % (cubin.path, cubin.sm, len(cubin.kernels))]
     for name in sorted(cubin.kernels):
         k = cubin.kernels[name]
         size = "?" if k.param_size is None else str(k.param_size)
-        lines.append("  %s: %d parameters, %s bytes (EIATTR_CBANK_PARAM_SIZE)" % (name, len(k.params), size))
+        lines.append("  %s: %d parameters, %s bytes (EIATTR_CBANK_PARAM_SIZE)" % (_shown(name), len(k.params), size))
         for p in k.params:
             lines.append("    ordinal %2d  offset %4d  size %2d" % (p.ordinal, p.offset, p.size))
     if cubin.module_info is not None:
         lines.append("  %s:" % MODULE_INFO_SYMBOL)
-        lines += ["    " + l for l in cubin.module_info.splitlines()]
+        lines += ["    " + _shown(l) for l in cubin.module_info.split("\n")]
     return "\n".join(lines)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="cubin_nvinfo", description="Print the kernel parameter records (EIATTR_KPARAM_INFO, EIATTR_CBANK_PARAM_SIZE) of cubins.")
     ap.add_argument("--json", action="store_true", help="one JSON object: {cubin: {sm, module_info, kernels: {name: {params, param_size}}}}")
+    ap.add_argument("--max-bytes", type=int, default=MAX_BYTES, metavar="N", help="largest file read (default %d)" % MAX_BYTES)
     ap.add_argument("cubins", nargs="+", metavar="CUBIN")
     args = ap.parse_args(argv)
+    # Names are printed as they are; a terminal or pipe that cannot show a
+    # character gets an escape instead of a UnicodeEncodeError.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     out, status = {}, 0
     for path in args.cubins:
         try:
-            c = load(path)
+            c = load(path, args.max_bytes)
         except (OSError, CubinError) as e:
-            print("cubin_nvinfo: %s" % e, file=sys.stderr)
+            print("cubin_nvinfo: %s" % _shown(str(e)), file=sys.stderr)
             status = 1
             continue
         if args.json:
