@@ -7,6 +7,7 @@ expression translation, wrapping, escaping) is a Python filter here.
 import os
 import re
 import textwrap
+import unicodedata
 
 import jinja2
 
@@ -45,22 +46,66 @@ def c_string(text):
     return "".join(out)
 
 
-def comment_safe(text):
-    return text.replace("*/", "* /")
+# ---- text in comments -----------------------------------------------------------
+
+# Kept in comments: printable ASCII, and other characters that print (letters,
+# marks, digits, punctuation, symbols). Written as <U+XXXX>: controls, format
+# characters (the bidirectional overrides gcc warns about), line and paragraph
+# separators, private-use and unassigned code points.
+_COMMENT_PLAIN = re.compile(r"[ -~]*\Z")
 
 
-def wrap_lines(text, width=76):
+def _comment_char(ch):
+    if " " <= ch <= "~":
+        return ch
+    cat = unicodedata.category(ch)
+    if cat[0] in "LMNPS":
+        return ch
+    if cat == "Zs":
+        return " "
+    return "<U+%04X>" % ord(ch)
+
+
+def comment_text(text):
+    """Text for inside /* ... */ on one line: nothing in it can end the
+    comment (*/), open a nested one (/*, -Wcomment), form a trigraph (??/
+    is a backslash with -trigraphs) or break the line (newline, U+2028);
+    a backslash at its end cannot splice the next line."""
+    text = " ".join(text.split())
+    if not _COMMENT_PLAIN.match(text):
+        text = "".join(_comment_char(ch) for ch in text)
+    while "*/" in text or "/*" in text or "??" in text:
+        text = text.replace("*/", "* /").replace("/*", "/ *").replace("??", "? ?")
+    if text.endswith("\\"):
+        text = text[:-1] + "<U+005C>"
+    return text
+
+
+def wrap_lines(text, width=76, transform=None):
     """Doc text as lines of at most `width` characters (paragraphs kept)."""
     lines = []
     for para in text.strip().split("\n\n"):
-        lines += textwrap.wrap(" ".join(para.split()), width) or [""]
+        para = " ".join(para.split())
+        if transform is not None:
+            para = transform(para)
+        lines += textwrap.wrap(para, width) or [""]
         lines.append("")
     return lines[:-1] if lines else []
 
 
 def c_comment(text, indent=""):
     """Doc text as the inner lines of a /* ... */ block (` * ` prefixed)."""
-    return "\n".join((indent + " * " + l).rstrip() for l in wrap_lines(comment_safe(text)))
+    out = []
+    for l in wrap_lines(text, transform=comment_text):
+        if l.endswith("\\"):
+            l = l[:-1] + "<U+005C>"
+        out.append((indent + " * " + l).rstrip())
+    return "\n".join(out)
+
+
+def c_string_body(text):
+    """A C string literal's characters without the quotes (for #error text)."""
+    return c_string(text)[1:-1]
 
 
 def wrap_list(items, prefix, suffix, indent="    ", width=110):
@@ -96,7 +141,16 @@ def c_int(value):
 
 
 def md_escape(text):
-    return text.replace("|", "\\|")
+    """Text for one Markdown table cell: one line, | escaped."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def md_comment(text):
+    """Text inside <!-- ... -->: one line, no -- (which ends the comment)."""
+    text = " ".join(text.split())
+    while "--" in text:
+        text = text.replace("--", "- -")
+    return text
 
 
 def md_code(text):
@@ -255,7 +309,9 @@ def _environment():
     env.filters.update(
         c_string=c_string,
         c_comment=c_comment,
-        comment_safe=comment_safe,
+        comment_text=comment_text,
+        c_string_body=c_string_body,
+        md_comment=md_comment,
         wrap_list=wrap_list,
         wrap_lines=wrap_lines,
         c_decl=c_decl,
