@@ -13,6 +13,7 @@ import os
 import re
 
 from . import expr as ex
+from . import ranges as rg
 from .names import header_name_problem
 from .model import Check, Expr, Launcher, Param, Spec, Type, Variant
 from .schema import (
@@ -437,6 +438,8 @@ class _Validator:
             self.launch_attributes(f["launch_attributes"][1], launcher, label)
         self.limits(launcher, label)
         self.shared_fits(launcher, label, spec)
+        if not self.failed:
+            self.ranges(launcher, label, spec)
         # Launch-only parameters exist only for expressions.
         used = set()
         for c in launcher.preconditions + list(launcher.grid.values()) + list(launcher.block.values()) + ([launcher.shared] if launcher.shared else []):
@@ -691,6 +694,123 @@ class _Validator:
                     hint = "a kernel gets 48 KiB (49152 bytes) unless it opts in: add max_dynamic_shared: %d" % value
                 self.err(c.pos, "shared_bytes = %s is %d bytes%s, over the kernel's limit of %d" % (c.text, value, where, limit), hint)
                 return
+
+    def ranges(self, launcher, label, spec):
+        """What interval evaluation (ranges.py) decides before any launch:
+        comparisons the parameters' types alone decide (the compiler
+        proves them, and -Werror refuses), then, per variant, checks that
+        always fail, preconditions never true, grid extents always 0, and
+        block or shared-memory values always over their limits."""
+        params = {p.name: p.type.name for p in launcher.params if p.type is not None and not p.type.is_pointer}
+        checks = list(launcher.preconditions) + [launcher.grid[a] for a in DIM_KEYS if a in launcher.grid]
+        checks += [launcher.block[a] for a in DIM_KEYS if a in launcher.block]
+        if launcher.shared is not None:
+            checks.append(launcher.shared)
+        decided_somewhere = False
+        for c in checks:
+            seen = set()
+
+            def on_compare(left, op, right, pair, c=c, seen=seen):
+                same = ex._text(left) == ex._text(right)
+                if same:  # x == x: true whatever x is
+                    pair = rg.Cond(op in ("==", "<=", ">="), op in ("!=", "<", ">"))
+                if pair.fail != rg.NEVER or (pair.can_true and pair.can_false) or id(left) in seen:
+                    return
+                seen.add(id(left))
+                kinds = ["%s is %s" % (n, params[n]) for n in ex.names_read(ex.Compare([op], [left, right], left.pos)) if n in params]
+                text = "%s %s %s" % (ex._text(left, 5), op, ex._text(right, 5))
+                what = "precondition %d" % (launcher.preconditions.index(c) + 1) if c.what == "precondition" else c.what
+                self.err(self.src.pos_in_scalar(c.expr.node, left.pos),
+                         "%s: comparison '%s' is always %s%s" % (
+                             what, text, "true" if pair.can_true else "false", " (%s)" % ", ".join(kinds) if kinds else ""),
+                         "it is decided whatever the launch, and a compiler that proves it refuses it under -Werror; remove it")
+
+            rg.Evaluator(params, None, on_compare).evaluate(c.expr.tree)
+            decided_somewhere = decided_somewhere or bool(seen)
+        if decided_somewhere:
+            return
+        env_of = [(var.name, dict(var.constants)) for var in spec.variants]
+        limit_shared = launcher.max_dynamic_shared or DEFAULT_DYNAMIC_SHARED
+        lows = {}  # block axis -> [lo per variant]
+        # The checks run in order and the first that fails ends the launch:
+        # a variant that an earlier precondition always refuses (a variant
+        # mismatch, by design) never reaches the later ones.
+        refused = set()
+        for c in checks:
+            if c.value is not None or not c.args:
+                continue  # read nothing: checked as a number above
+            reads_const = any(n not in params and not self._is_pointer(launcher, n) for n in c.args)
+            found = {}  # problem -> [variant]
+            for vname, env in env_of:
+                if vname in refused or any(n not in env for n in c.args if n not in params):
+                    continue
+                r = rg.Evaluator(params, env).evaluate(c.expr.tree)
+                if r.fail == rg.ALWAYS:
+                    found.setdefault(("fails", {"overflow": "overflows 64 bits", "negative": "reads a negative constant"}.get(
+                        r.why, "divides by zero")), []).append(vname)
+                    continue
+                if c.what == "precondition":
+                    if not r.can_true:
+                        found.setdefault(("never",), []).append(vname)
+                        refused.add(vname)
+                    continue
+                axis = c.what.split(".")[-1]
+                if c.what.startswith("block."):
+                    lows.setdefault(axis, []).append((vname, r.lo))
+                if c.what.startswith(("grid.", "block.")) and r.hi == 0:
+                    found.setdefault(("zero",), []).append(vname)
+                elif c.what.startswith("grid.") and r.lo > GRID_LIMITS[axis][0]:
+                    found.setdefault(("over", r.lo, GRID_LIMITS[axis][1]), []).append(vname)
+                elif c.what.startswith("block.") and r.lo > BLOCK_LIMITS[axis]:
+                    found.setdefault(("over", r.lo, str(BLOCK_LIMITS[axis])), []).append(vname)
+                elif c.what == "shared_bytes" and r.lo > limit_shared:
+                    found.setdefault(("over", r.lo, "of %d bytes the kernel may use" % limit_shared), []).append(vname)
+            for problem, vnames in found.items():
+                if problem[0] == "never" and len(vnames) + len(refused - set(vnames)) < len(env_of):
+                    continue  # false in some variants: that is what variant preconditions are for
+                if reads_const:
+                    where = " in variant%s %s" % ("s" if len(vnames) > 1 else "", ", ".join("'%s'" % n for n in vnames))
+                    if problem[0] == "never":
+                        where = " in every variant"
+                else:
+                    where = ""
+                what = "%s %d" % (c.what, launcher.preconditions.index(c) + 1) if c.what == "precondition" else c.what
+                shown = "%s (%s)" % (what, c.text) if c.what == "precondition" else "%s = %s" % (what, c.text)
+                if problem[0] == "fails":
+                    self.err(c.pos, "%s %s%s whatever the parameters" % (shown, problem[1], where),
+                             "every launch would fail; fix the arithmetic%s" % (" or the constants" if reads_const else ""))
+                elif problem[0] == "never":
+                    self.err(c.pos, "%s (%s) is false%s whatever the parameters" % (what, c.text, where or " for every launch"),
+                             "no launch could pass it; fix the check%s" % (" or the constants" if reads_const else ""))
+                elif problem[0] == "zero":
+                    self.err(c.pos, "%s = %s is 0%s whatever the parameters" % (what, c.text, where),
+                             "every launch would %s; fix the expression%s" % (
+                                 "launch nothing (an empty grid succeeds)" if c.what.startswith("grid") else "fail",
+                                 " or the constants" if reads_const else ""))
+                else:
+                    self.err(c.pos, "%s = %s is at least %d%s, over the CUDA limit %s" % (what, c.text, problem[1], where, problem[2])
+                             if not c.what == "shared_bytes" else
+                             "%s = %s is at least %d%s, over the limit %s" % (what, c.text, problem[1], where, problem[2]),
+                             "every launch would fail")
+        # The block's thread count, from each axis's least value (when no
+        # axis was found over its own limit).
+        if lows and not self.failed:
+            for vname, _ in env_of:
+                total = 1
+                for axis, c in launcher.block.items():
+                    lo = c.value if c.value is not None else dict(lows.get(axis, [])).get(vname)
+                    if lo is None:
+                        break
+                    total *= lo
+                else:
+                    if total > THREADS_MAX:
+                        self.err(launcher.block_pos, "block of %s has at least %d threads in variant '%s', over the CUDA limit 1024" % (
+                            label, total, vname), "x * y * z must be at most 1024; every launch would fail")
+                        break
+
+    @staticmethod
+    def _is_pointer(launcher, name):
+        return any(p.name == name and p.type is not None and p.type.is_pointer for p in launcher.params)
 
     def limits(self, launcher, label):
         """Values known here must already fit what CUDA allows."""
