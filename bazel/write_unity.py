@@ -16,6 +16,10 @@ FILE holds, in this order:
     #line <line> "<SRC>"                        (for each kernel of the spec
     KL_CHECK_KERNEL(<entry>);                    that SRC defines, at the line
                                                  of its definition)
+    static_assert(0, "klaunch: kernel ...");    (when its own parameter list
+                                                 has a spec parameter where the
+                                                 spec has another of that type:
+                                                 a swap no type check sees)
     #define KL_CHECK_SIGNATURES 1                (only when some kernel of the
     #include "klaunch/<F>.cuh"                   spec was not found: checks
                                                  every kernel, as before)
@@ -36,23 +40,80 @@ import sys
 
 
 def entries(spec_path):
-    """Kernel entry names of the spec (launchers[].entry, default name), in order."""
+    """{entry: [(name, spec type, line, col)]} of the spec's kernels (the
+    kernel parameters of launchers[].entry, default name), in spec order;
+    None when the spec cannot be read (the generator reports why)."""
     try:
         import yaml
     except ImportError:
         return None  # (without PyYAML: every kernel checked at the end)
     try:
         with open(spec_path) as f:
-            doc = yaml.safe_load(f)
+            root = yaml.compose(f, Loader=yaml.SafeLoader)
     except (OSError, yaml.YAMLError):
-        return None  # the generator reports it; check everything at the end
-    out = []
-    for launcher in (doc or {}).get("launchers") or []:
-        if isinstance(launcher, dict):
-            e = launcher.get("entry") or launcher.get("name")
-            if isinstance(e, str) and e not in out:
-                out.append(e)
+        return None
+
+    def mapping(node):
+        if not isinstance(node, yaml.MappingNode):
+            return {}
+        return {k.value: v for k, v in node.value if isinstance(k, yaml.ScalarNode)}
+
+    def at(node):
+        return node.start_mark.line + 1, node.start_mark.column + 1
+
+    out = {}
+    launchers = mapping(root).get("launchers")
+    for ln in launchers.value if isinstance(launchers, yaml.SequenceNode) else []:
+        f = mapping(ln)
+        entry = f.get("entry") or f.get("name")
+        if not isinstance(entry, yaml.ScalarNode) or entry.value in out:
+            continue
+        params = []
+        plist = f.get("params")
+        for pnode in plist.value if isinstance(plist, yaml.SequenceNode) else []:
+            pf = mapping(pnode)
+            if "name" in pf and "type" in pf:  # {name: n, type: u32, ...}
+                if pf.get("launch_only") is not None and pf["launch_only"].value in ("true", "True", "yes"):
+                    continue
+                params.append((pf["name"].value, pf["type"].value) + at(pf["name"]))
+            elif len(pnode.value) == 1:  # n: u32
+                k, v = pnode.value[0]
+                params.append((k.value, v.value) + at(k))
+        out[entry.value] = params
     return out
+
+
+def parameter_names(text, start):
+    """Names of the parameter list that opens at text[start] == "(", or
+    None when it is not a plain list (a macro such as KL_PARAMS_<entry>)."""
+    depth, j = 0, start
+    while j < len(text):
+        if text[j] in "([":
+            depth += 1
+        elif text[j] in ")]":
+            depth -= 1
+            if depth == 0:
+                break
+        j += 1
+    inner = text[start + 1:j]
+    names, depth, piece = [], 0, ""
+    for ch in inner + ",":
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            words = re.findall(r"[A-Za-z_]\w*", re.sub(r"\[[^\]]*\]|__attribute__\s*\(\(.*?\)\)", " ", piece))
+            words = [w for w in words if w not in ("const", "volatile", "__restrict__", "__restrict", "restrict")]
+            names.append(words[-1] if words else "")
+            piece = ""
+        else:
+            piece += ch
+    if names == [""]:
+        return []
+    if len(names) == 1 and re.fullmatch(r"\s*KL_PARAMS_\w+\s*", inner):
+        return None
+    return names
 
 
 def blank_comments_and_strings(text):
@@ -82,8 +143,9 @@ def blank_comments_and_strings(text):
     return "".join(out)
 
 
-def definition_line(text, entry):
-    """Line (1-based) of the definition of __global__ kernel `entry`, or None."""
+def definition(text, entry):
+    """(line, parameter names or None) of the definition of __global__
+    kernel `entry` (line 1-based), or None when the text has none."""
     for m in re.finditer(r"\b%s\s*\(" % re.escape(entry), text):
         # The declaration it belongs to starts after the last ; { } or
         # preprocessor line before the name.
@@ -103,8 +165,28 @@ def definition_line(text, entry):
             j += 1
         rest = text[j + 1:].lstrip()
         if rest.startswith("{"):
-            return text.count("\n", 0, m.start()) + 1
+            return text.count("\n", 0, m.start()) + 1, parameter_names(text, m.end() - 1)
     return None
+
+
+def name_problem(entry, names, params, spec):
+    """The message when a hand-written parameter list puts a spec parameter
+    where the spec has another of the same type (that swap compiles, and
+    the launcher's value of one arrives as the other), or None. A list of
+    other types fails the type checks instead; other names are left alone."""
+    if names is None:
+        return None
+    spec_type = {p[0]: p[1] for p in params}
+    for i, (got, p) in enumerate(zip(names, params)):
+        if got != p[0] and spec_type.get(got) == p[1]:
+            return ("klaunch: kernel %s, parameter %d is named %s; the spec's parameter %d is %s (%s) [%s:%d:%d]: "
+                    "two parameters of one type in another order compile and read each other's values; "
+                    "write the list as KL_PARAMS_%s" % (entry, i + 1, got, i + 1, p[0], p[1], spec, p[2], p[3], entry))
+    return None
+
+
+def c_string(text):
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def source_hash(paths):
@@ -138,10 +220,15 @@ def unity(label, family, variant, spec, out, srcs, hashed=None):
         for e in names:
             if e in found:
                 continue
-            line = definition_line(text, e)
-            if line is not None:
-                found.add(e)
-                checks += ['#line %d "%s"' % (line, src), "KL_CHECK_KERNEL(%s);" % e]
+            d = definition(text, e)
+            if d is None:
+                continue
+            found.add(e)
+            line, params = d
+            checks += ['#line %d "%s"' % (line, src), "KL_CHECK_KERNEL(%s);" % e]
+            problem = name_problem(e, params, names[e], spec)
+            if problem:
+                checks += ['#line %d "%s"' % (line, src), "static_assert(0, %s);" % c_string(problem)]
         if checks:
             lines += ["#ifndef KL_NO_SIGNATURE_CHECKS"] + checks
             lines += ['#line %d "%s"' % (len(lines) + 2, out), "#endif"]

@@ -261,8 +261,17 @@ class LauncherView:
                     total *= c.value
             self.block_threads_const = total
 
+        self.fixed = _fixed_values(spec, launcher)
+
     def c_params(self):
         return [c_decl(p) for p in self.params]
+
+    def params_macro(self):
+        """`#define KL_PARAMS_<entry> ...`: the kernel's parameter list as
+        the spec gives it, lines continued with a backslash."""
+        decls = [cuda_decl(p) for p in self.kernel_params] or ["void"]
+        text = wrap_list(decls, "#define KL_PARAMS_%s " % self.entry, "", indent="    ", width=106)
+        return " \\\n".join(text.split("\n"))
 
     def signature_asserts(self):
         """[(C++ condition, message)]: the kernel-side header's check of a
@@ -295,6 +304,61 @@ class LauncherView:
 
     def arg_ref(self, p):
         return "&kl__%s" % p.name if p.type.name == "bool" else "&%s" % p.name
+
+
+def _fixed_values(spec, launcher):
+    """[(macro, [(variant, value)])]: what the spec fixes for one launcher's
+    kernel, named after its entry, for the .cuh to export (block components,
+    the thread count, shared_bytes, max_dynamic_shared), each only where its
+    expression reads no parameter; one (None, value) when every variant
+    gives the same value."""
+    params = {p.name for p in launcher.params}
+    variants = spec.variants or []
+
+    def values(expr, literal=None):
+        if literal is not None:
+            return [(None, literal)]
+        if expr is None or any(n in params for n in expr.names):
+            return None
+        out = []
+        for v in variants:
+            try:
+                out.append((v.name, ex.evaluate(expr.tree, dict(v.constants))))
+            except (ex.EvalError, KeyError):
+                return None
+        if not out:
+            return None
+        return [(None, out[0][1])] if len({x for _, x in out}) == 1 else out
+
+    out = []
+    block = {}
+    for a in "xyz":
+        c = launcher.block.get(a)
+        block[a] = [(None, 1)] if c is None else values(c.expr, c.value)
+    for a in "xyz":
+        if launcher.block.get(a) is not None and block[a] is not None:
+            out.append(("KL_BLOCK_%s_%s" % (a.upper(), launcher.entry), block[a]))
+    if all(block[a] is not None for a in "xyz"):
+        names = [v.name for v in variants] or [None]
+        per = {}
+        for n in names:
+            total = 1
+            for a in "xyz":
+                vals = dict(block[a])
+                total *= vals[None] if None in vals else vals[n]
+            per[n] = total
+        threads = [(None, per[names[0]])] if len(set(per.values())) == 1 else sorted(per.items(), key=lambda kv: names.index(kv[0]))
+        out.append(("KL_THREADS_%s" % launcher.entry, threads))
+    if launcher.shared is not None:
+        v = values(launcher.shared.expr, launcher.shared.value)
+        if v is not None:
+            out.append(("KL_SHARED_BYTES_%s" % launcher.entry, v))
+    if launcher.max_dynamic_shared_expr is not None:
+        e = launcher.max_dynamic_shared_expr
+        v = values(e, None if e.names else ex.evaluate(e.tree, {}))
+        if v is not None:
+            out.append(("KL_MAX_DYNAMIC_SHARED_%s" % launcher.entry, v))
+    return out
 
 
 def _environment():
@@ -352,8 +416,19 @@ def render_header(spec):
 
 def render_cuh(spec):
     launchers = _views(spec)
+    kernels, seen = [], set()  # one view per kernel entry (launchers may share one)
+    fixed, conflicting = {}, set()  # macro -> values; one that launchers of an entry disagree on is left out
+    for l in launchers:
+        if l.entry not in seen:
+            seen.add(l.entry)
+            kernels.append(l)
+        for name, values in l.fixed:
+            if fixed.setdefault(name, values) != values:
+                conflicting.add(name)
+    fixed = [(n, v) for n, v in fixed.items() if n not in conflicting]
     return env().get_template("kernel.cuh.j2").render(
-        spec=spec, launchers=launchers, guard="KLAUNCH_%s_CUH" % spec.family.upper(), file="klaunch/%s.cuh" % spec.family
+        spec=spec, launchers=launchers, kernels=kernels, fixed=fixed, guard="KLAUNCH_%s_CUH" % spec.family.upper(),
+        file="klaunch/%s.cuh" % spec.family
     )
 
 

@@ -65,6 +65,83 @@
 #define KL_SOURCE_HASH "unknown"
 #endif
 
+/* ---- what the spec fixes, for the kernels to read instead of repeating it:
+ * KL_THREADS_<entry> (for __launch_bounds__), KL_BLOCK_<X|Y|Z>_<entry>,
+ * KL_SHARED_BYTES_<entry>, KL_MAX_DYNAMIC_SHARED_<entry>; each where the
+ * spec's expression reads no parameter, for the selected variant ---- */
+#define KL_BLOCK_X_mla_q_rope_extract_batched 256
+#define KL_THREADS_mla_q_rope_extract_batched 256
+#define KL_BLOCK_X_mla_q_rope_writeback_batched 256
+#define KL_THREADS_mla_q_rope_writeback_batched 256
+#define KL_BLOCK_X_mla_kv_assemble_batched 256
+#define KL_THREADS_mla_kv_assemble_batched 256
+#define KL_BLOCK_X_mla_fused_prefill 256
+#define KL_THREADS_mla_fused_prefill 256
+#define KL_BLOCK_X_mla_q_final_assemble_batched 256
+#define KL_THREADS_mla_q_final_assemble_batched 256
+#define KL_BLOCK_X_grouped_gemm_mla 256
+#define KL_THREADS_grouped_gemm_mla 256
+#define KL_BLOCK_X_mla_prefill_attn_320 256
+#define KL_THREADS_mla_prefill_attn_320 256
+#define KL_BLOCK_X_mla_absorbed_attn_mma 256
+#define KL_THREADS_mla_absorbed_attn_mma 256
+#define KL_SHARED_BYTES_mla_absorbed_attn_mma 153600
+#define KL_MAX_DYNAMIC_SHARED_mla_absorbed_attn_mma 153600
+#define KL_BLOCK_X_grouped_gemm_mma 256
+#define KL_THREADS_grouped_gemm_mma 256
+#define KL_SHARED_BYTES_grouped_gemm_mma 65536
+#define KL_MAX_DYNAMIC_SHARED_grouped_gemm_mma 65536
+#define KL_BLOCK_X_mla_q_rope_extract_wide 256
+#define KL_THREADS_mla_q_rope_extract_wide 256
+#define KL_BLOCK_X_mla_q_rope_writeback_wide 256
+#define KL_THREADS_mla_q_rope_writeback_wide 256
+#define KL_BLOCK_X_mla_q_final_assemble_wide 256
+#define KL_THREADS_mla_q_final_assemble_wide 256
+#define KL_BLOCK_X_mla_cache_assemble_wide 256
+#define KL_THREADS_mla_cache_assemble_wide 256
+
+/* ---- parameter lists: define each kernel as
+ *     extern "C" __global__ void <entry>(KL_PARAMS_<entry>) { ... }
+ * and its parameters' names, types and order are the spec's ---- */
+#define KL_PARAMS_mla_q_rope_extract_batched const __nv_bfloat16 *q_full, __nv_bfloat16 *q_rope_out, \
+    uint32_t num_tokens, uint32_t nq, uint32_t hd, uint32_t nope, uint32_t rope, uint32_t q_dim
+#define KL_PARAMS_mla_q_rope_writeback_batched const __nv_bfloat16 *q_rope_in, __nv_bfloat16 *q_full, \
+    uint32_t num_tokens, uint32_t nq, uint32_t hd, uint32_t nope, uint32_t rope, uint32_t q_dim
+#define KL_PARAMS_mla_kv_assemble_batched const __nv_bfloat16 *kv_expanded, \
+    const __nv_bfloat16 *k_rope_buf, __nv_bfloat16 *k_out, __nv_bfloat16 *v_out, uint32_t nkv, \
+    uint32_t nope, uint32_t v_dim, uint32_t rope, uint32_t hd, uint32_t kv_expanded_stride
+#define KL_PARAMS_mla_cache_assemble_batched const __nv_bfloat16 *kv_latent, const __nv_bfloat16 *k_rope, \
+    __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache, uint32_t kv_lora, uint32_t rope, \
+    uint32_t mla_cache_dim
+#define KL_PARAMS_mla_fused_prefill const __nv_bfloat16 *q_full, const __nv_bfloat16 *q_rope, \
+    const __nv_bfloat16 *kv_latent, const __nv_bfloat16 *k_rope, const __nv_bfloat16 *w_uk, \
+    const __nv_bfloat16 *w_uv, __nv_bfloat16 *v_out, __nv_bfloat16 *k_cache_out, \
+    __nv_bfloat16 *v_cache_out, uint32_t seq_len, uint32_t nq, uint32_t nope, uint32_t rope, \
+    uint32_t kv_lora, uint32_t v_dim, uint32_t hd, uint32_t num_kv_heads, float inv_sqrt_d
+#define KL_PARAMS_mla_q_final_assemble_batched const __nv_bfloat16 *q_absorbed, \
+    const __nv_bfloat16 *q_rope, __nv_bfloat16 *q_final, uint32_t num_tokens, uint32_t nq, \
+    uint32_t kv_lora, uint32_t rope, uint32_t mla_cache_dim
+#define KL_PARAMS_grouped_gemm_mla const __nv_bfloat16 *a, const __nv_bfloat16 *b, __nv_bfloat16 *c, \
+    uint32_t m, uint32_t g, uint32_t k_g, uint32_t n_g, uint32_t a_stride, uint32_t c_stride
+#define KL_PARAMS_mla_prefill_attn_320 const __nv_bfloat16 *q, const __nv_bfloat16 *k, \
+    const __nv_bfloat16 *v, __nv_bfloat16 *output, uint32_t seq_len, uint32_t num_q_heads, \
+    uint32_t num_kv_heads, uint32_t head_dim, float inv_sqrt_d, uint32_t causal
+#define KL_PARAMS_mla_absorbed_attn_mma const __nv_bfloat16 *q, const __nv_bfloat16 *kv, \
+    __nv_bfloat16 *output, uint32_t seq_len, uint32_t num_q_heads, uint32_t head_dim, uint32_t kv_lora, \
+    float inv_sqrt_d, uint32_t causal
+#define KL_PARAMS_grouped_gemm_mma const __nv_bfloat16 *a, const __nv_bfloat16 *b, __nv_bfloat16 *c, \
+    uint32_t m, uint32_t g, uint32_t k_g, uint32_t n_g, uint32_t a_stride, uint32_t c_stride
+#define KL_PARAMS_mla_q_rope_extract_wide const __nv_bfloat16 *q_full, __nv_bfloat16 *q_rope_out, \
+    uint32_t num_tokens, uint32_t nq, uint32_t hd, uint32_t nope, uint32_t rope, uint32_t q_dim
+#define KL_PARAMS_mla_q_rope_writeback_wide const __nv_bfloat16 *q_rope_in, __nv_bfloat16 *q_full, \
+    uint32_t num_tokens, uint32_t nq, uint32_t hd, uint32_t nope, uint32_t rope, uint32_t q_dim
+#define KL_PARAMS_mla_q_final_assemble_wide const __nv_bfloat16 *q_absorbed, const __nv_bfloat16 *q_rope, \
+    __nv_bfloat16 *q_final, uint32_t num_tokens, uint32_t nq, uint32_t kv_lora, uint32_t rope, \
+    uint32_t mla_cache_dim
+#define KL_PARAMS_mla_cache_assemble_wide const __nv_bfloat16 *kv_latent, const __nv_bfloat16 *k_rope, \
+    __nv_bfloat16 *k_cache, __nv_bfloat16 *v_cache, uint32_t num_tokens, uint32_t kv_lora, uint32_t rope, \
+    uint32_t mla_cache_dim
+
 /* ---- kernels (launch-only parameters are not kernel arguments; bool arrives as uint32_t 0/1) ---- */
 #if !defined(KL_SIGNATURE_CHECKS_AT_END) && !defined(KL_NO_SIGNATURE_CHECKS)
 extern "C" __global__ void mla_q_rope_extract_batched(const __nv_bfloat16 *q_full, __nv_bfloat16 *q_rope_out,

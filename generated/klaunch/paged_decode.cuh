@@ -65,6 +65,77 @@
 #define KL_SOURCE_HASH "unknown"
 #endif
 
+/* ---- what the spec fixes, for the kernels to read instead of repeating it:
+ * KL_THREADS_<entry> (for __launch_bounds__), KL_BLOCK_<X|Y|Z>_<entry>,
+ * KL_SHARED_BYTES_<entry>, KL_MAX_DYNAMIC_SHARED_<entry>; each where the
+ * spec's expression reads no parameter, for the selected variant ---- */
+#define KL_BLOCK_X_paged_decode_attn_bf16 256
+#define KL_THREADS_paged_decode_attn_bf16 256
+#define KL_BLOCK_X_paged_decode_attn_fp8 256
+#define KL_THREADS_paged_decode_attn_fp8 256
+#define KL_BLOCK_X_paged_decode_attn_bf16_gqa 256
+#define KL_THREADS_paged_decode_attn_bf16_gqa 256
+#define KL_BLOCK_X_paged_decode_attn_fp8_gqa 256
+#define KL_THREADS_paged_decode_attn_fp8_gqa 256
+#define KL_BLOCK_X_paged_decode_split_bf16 256
+#define KL_THREADS_paged_decode_split_bf16 256
+#define KL_BLOCK_X_paged_decode_split_fp8 256
+#define KL_THREADS_paged_decode_split_fp8 256
+#define KL_BLOCK_X_paged_decode_split_bf16_gqa 256
+#define KL_THREADS_paged_decode_split_bf16_gqa 256
+#define KL_BLOCK_X_paged_decode_split_fp8_gqa 256
+#define KL_THREADS_paged_decode_split_fp8_gqa 256
+#define KL_BLOCK_X_paged_decode_split_combine 128
+#define KL_THREADS_paged_decode_split_combine 128
+#define KL_BLOCK_X_paged_decode_split_combine_pdl 128
+#define KL_THREADS_paged_decode_split_combine_pdl 128
+
+/* ---- parameter lists: define each kernel as
+ *     extern "C" __global__ void <entry>(KL_PARAMS_<entry>) { ... }
+ * and its parameters' names, types and order are the spec's ---- */
+#define KL_PARAMS_paged_decode_attn_bf16 const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache, \
+    const __nv_bfloat16 *v_cache, __nv_bfloat16 *output, const int32_t *block_tables, \
+    const int32_t *seq_lens, uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads, \
+    uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, uint32_t q_stride, uint32_t sliding_window
+#define KL_PARAMS_paged_decode_attn_fp8 const __nv_bfloat16 *q, const __nv_fp8_e4m3 *k_cache, \
+    const __nv_fp8_e4m3 *v_cache, __nv_bfloat16 *output, const int32_t *block_tables, \
+    const int32_t *seq_lens, uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads, \
+    uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, float k_scale, float v_scale, \
+    uint32_t q_stride, uint64_t cache_stride, uint32_t sliding_window
+#define KL_PARAMS_paged_decode_attn_bf16_gqa const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache, \
+    const __nv_bfloat16 *v_cache, __nv_bfloat16 *output, const int32_t *block_tables, \
+    const int32_t *seq_lens, uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads, \
+    uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, uint32_t q_stride, uint32_t sliding_window
+#define KL_PARAMS_paged_decode_attn_fp8_gqa const __nv_bfloat16 *q, const __nv_fp8_e4m3 *k_cache, \
+    const __nv_fp8_e4m3 *v_cache, __nv_bfloat16 *output, const int32_t *block_tables, \
+    const int32_t *seq_lens, uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads, \
+    uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, float k_scale, float v_scale, \
+    uint32_t q_stride, uint64_t cache_stride, uint32_t sliding_window
+#define KL_PARAMS_paged_decode_split_bf16 const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache, \
+    const __nv_bfloat16 *v_cache, float *workspace, const int32_t *block_tables, const int32_t *seq_lens, \
+    uint32_t max_blocks_per_seq, uint32_t num_seqs, uint32_t num_q_heads, uint32_t num_kv_heads, \
+    uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, uint32_t q_stride, uint32_t sliding_window, \
+    uint32_t num_splits
+#define KL_PARAMS_paged_decode_split_fp8 const __nv_bfloat16 *q, const __nv_fp8_e4m3 *k_cache, \
+    const __nv_fp8_e4m3 *v_cache, float *workspace, const int32_t *block_tables, const int32_t *seq_lens, \
+    uint32_t max_blocks_per_seq, uint32_t num_seqs, uint32_t num_q_heads, uint32_t num_kv_heads, \
+    uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, float k_scale, float v_scale, \
+    uint32_t q_stride, uint64_t cache_stride, uint32_t sliding_window, uint32_t num_splits
+#define KL_PARAMS_paged_decode_split_bf16_gqa const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache, \
+    const __nv_bfloat16 *v_cache, float *workspace, const int32_t *block_tables, const int32_t *seq_lens, \
+    uint32_t max_blocks_per_seq, uint32_t num_seqs, uint32_t num_q_heads, uint32_t num_kv_heads, \
+    uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, uint32_t q_stride, uint32_t sliding_window, \
+    uint32_t num_splits
+#define KL_PARAMS_paged_decode_split_fp8_gqa const __nv_bfloat16 *q, const __nv_fp8_e4m3 *k_cache, \
+    const __nv_fp8_e4m3 *v_cache, float *workspace, const int32_t *block_tables, const int32_t *seq_lens, \
+    uint32_t max_blocks_per_seq, uint32_t num_seqs, uint32_t num_q_heads, uint32_t num_kv_heads, \
+    uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, float k_scale, float v_scale, \
+    uint32_t q_stride, uint64_t cache_stride, uint32_t sliding_window, uint32_t num_splits
+#define KL_PARAMS_paged_decode_split_combine const float *workspace, __nv_bfloat16 *output, \
+    uint32_t num_seqs, uint32_t num_q_heads, uint32_t head_dim, uint32_t num_splits
+#define KL_PARAMS_paged_decode_split_combine_pdl const float *workspace, __nv_bfloat16 *output, \
+    uint32_t num_seqs, uint32_t num_q_heads, uint32_t head_dim, uint32_t num_splits
+
 /* ---- kernels (launch-only parameters are not kernel arguments; bool arrives as uint32_t 0/1) ---- */
 #if !defined(KL_SIGNATURE_CHECKS_AT_END) && !defined(KL_NO_SIGNATURE_CHECKS)
 extern "C" __global__ void paged_decode_attn_bf16(const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache,

@@ -141,6 +141,36 @@ class SignatureCompileTest(unittest.TestCase):
                 self.assertIn("at line %d of %s" % (definition_line(fixture(case)), fixture(case)), out)
                 self.assertIn(at_param("n" if case != "nonconst" else "x"), out)
 
+    def test_two_parameters_of_one_type_swapped(self):
+        # n and tag, both u32: every type matches, so only the names show
+        # it. The unity file refuses them at the kernel's line; this was
+        # the one swap no layer could see.
+        rc, out = self.unity("same_type_swapped")
+        self.assertNotEqual(rc, 0, "compiled, but should not have:\n" + out)
+        line, col = support.param_pos(spec_text(), "argtest_axpy", "n")
+        msg = ("klaunch: kernel argtest_axpy, parameter 3 is named tag; the spec's parameter 3 is n (u32) [%s:%d:%d]: "
+               "two parameters of one type in another order compile and read each other's values; "
+               "write the list as KL_PARAMS_argtest_axpy" % (ARGS["--spec"], line, col))
+        self.assertEqual(assertion_messages(out), [msg], out)
+        self.assertIn("%s(%d): error: static assertion failed" % (fixture("same_type_swapped"),
+                                                                   definition_line(fixture("same_type_swapped"))), out)
+
+    def test_the_spec_parameter_list_compiles_and_names_the_spec_parameters(self):
+        # fixtures/good/argtest_fill.cu is defined as argtest_fill(KL_PARAMS_argtest_fill),
+        # bounds KL_THREADS_argtest_fill: the spec's names, types and order.
+        with open(fixture("good", "argtest_fill.cu")) as f:
+            self.assertIn("argtest_fill(KL_PARAMS_argtest_fill)", f.read())
+        with open(ARGS["--cuh"]) as f:
+            cuh = f.read()
+        self.assertIn("#define KL_PARAMS_argtest_fill uint32_t *out, uint32_t n, uint32_t value\n", cuh)
+        self.assertIn("#define KL_THREADS_argtest_fill 128\n", cuh)
+        rc, out = self.unity("good")
+        self.assertEqual(rc, 0, out)
+
+    def test_the_opt_out_skips_the_name_check_too(self):
+        rc, out = self.unity("same_type_swapped", ["-DKL_NO_SIGNATURE_CHECKS"])
+        self.assertEqual(rc, 0, out)
+
     def test_good_kernels_compile(self):
         rc, out = self.unity("good")
         self.assertEqual(rc, 0, out)

@@ -54,6 +54,17 @@
 #define KL_SOURCE_HASH "unknown"
 #endif
 
+/* ---- what the spec fixes, for the kernels to read instead of repeating it:
+ * KL_THREADS_<entry> (for __launch_bounds__), KL_BLOCK_<X|Y|Z>_<entry>,
+ * KL_SHARED_BYTES_<entry>, KL_MAX_DYNAMIC_SHARED_<entry>; each where the
+ * spec's expression reads no parameter, for the selected variant ---- */
+
+/* ---- parameter lists: define each kernel as
+ *     extern "C" __global__ void <entry>(KL_PARAMS_<entry>) { ... }
+ * and its parameters' names, types and order are the spec's ---- */
+#define KL_PARAMS_stencil3d const float *src, float *dst, uint32_t nx, uint32_t ny, uint32_t nz, \
+    uint32_t bx, uint32_t by, uint32_t bz, int32_t offset, uint64_t total
+
 /* ---- kernels (launch-only parameters are not kernel arguments; bool arrives as uint32_t 0/1) ---- */
 #if !defined(KL_SIGNATURE_CHECKS_AT_END) && !defined(KL_NO_SIGNATURE_CHECKS)
 extern "C" __global__ void stencil3d(const float *src, float *dst, uint32_t nx, uint32_t ny, uint32_t nz,

@@ -59,6 +59,32 @@
 #define KL_SOURCE_HASH "unknown"
 #endif
 
+/* ---- what the spec fixes, for the kernels to read instead of repeating it:
+ * KL_THREADS_<entry> (for __launch_bounds__), KL_BLOCK_<X|Y|Z>_<entry>,
+ * KL_SHARED_BYTES_<entry>, KL_MAX_DYNAMIC_SHARED_<entry>; each where the
+ * spec's expression reads no parameter, for the selected variant ---- */
+#define KL_BLOCK_X_tile_rows 256
+#define KL_THREADS_tile_rows 256
+#if defined(KL_VARIANT_small)
+#define KL_MAX_DYNAMIC_SHARED_tile_rows 69632
+#elif defined(KL_VARIANT_large)
+#define KL_MAX_DYNAMIC_SHARED_tile_rows 102400
+#endif
+#define KL_BLOCK_X_tile_fixed 128
+#define KL_THREADS_tile_fixed 128
+#define KL_SHARED_BYTES_tile_fixed 65536
+#define KL_MAX_DYNAMIC_SHARED_tile_fixed 65536
+#define KL_BLOCK_X_tile_default 64
+#define KL_THREADS_tile_default 64
+#define KL_SHARED_BYTES_tile_default 49152
+
+/* ---- parameter lists: define each kernel as
+ *     extern "C" __global__ void <entry>(KL_PARAMS_<entry>) { ... }
+ * and its parameters' names, types and order are the spec's ---- */
+#define KL_PARAMS_tile_rows const __nv_bfloat16 *src, __nv_bfloat16 *dst, uint32_t n, uint32_t extra
+#define KL_PARAMS_tile_fixed const __nv_bfloat16 *src, __nv_bfloat16 *dst, uint32_t n
+#define KL_PARAMS_tile_default __nv_bfloat16 *dst, uint32_t n
+
 /* ---- kernels (launch-only parameters are not kernel arguments; bool arrives as uint32_t 0/1) ---- */
 #if !defined(KL_SIGNATURE_CHECKS_AT_END) && !defined(KL_NO_SIGNATURE_CHECKS)
 extern "C" __global__ void tile_rows(const __nv_bfloat16 *src, __nv_bfloat16 *dst, uint32_t n, uint32_t extra);

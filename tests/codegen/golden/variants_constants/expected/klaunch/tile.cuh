@@ -78,6 +78,34 @@
 #define KL_SOURCE_HASH "unknown"
 #endif
 
+/* ---- what the spec fixes, for the kernels to read instead of repeating it:
+ * KL_THREADS_<entry> (for __launch_bounds__), KL_BLOCK_<X|Y|Z>_<entry>,
+ * KL_SHARED_BYTES_<entry>, KL_MAX_DYNAMIC_SHARED_<entry>; each where the
+ * spec's expression reads no parameter, for the selected variant ---- */
+#if defined(KL_VARIANT_t64)
+#define KL_BLOCK_X_tile_attn_v2 128
+#elif defined(KL_VARIANT_t128)
+#define KL_BLOCK_X_tile_attn_v2 256
+#elif defined(KL_VARIANT_t128_d256)
+#define KL_BLOCK_X_tile_attn_v2 256
+#endif
+#if defined(KL_VARIANT_t64)
+#define KL_THREADS_tile_attn_v2 128
+#elif defined(KL_VARIANT_t128)
+#define KL_THREADS_tile_attn_v2 256
+#elif defined(KL_VARIANT_t128_d256)
+#define KL_THREADS_tile_attn_v2 256
+#endif
+#define KL_BLOCK_X_tile_fill 1024
+#define KL_THREADS_tile_fill 1024
+
+/* ---- parameter lists: define each kernel as
+ *     extern "C" __global__ void <entry>(KL_PARAMS_<entry>) { ... }
+ * and its parameters' names, types and order are the spec's ---- */
+#define KL_PARAMS_tile_attn_v2 const __half *q, __half *out, uint32_t seq_len, uint32_t head_dim, \
+    uint32_t heads
+#define KL_PARAMS_tile_fill uint8_t *out, uint32_t n
+
 /* ---- kernels (launch-only parameters are not kernel arguments; bool arrives as uint32_t 0/1) ---- */
 #if !defined(KL_SIGNATURE_CHECKS_AT_END) && !defined(KL_NO_SIGNATURE_CHECKS)
 extern "C" __global__ void tile_attn_v2(const __half *q, __half *out, uint32_t seq_len, uint32_t head_dim,
