@@ -32,9 +32,8 @@ __device__ __forceinline__ float grouped_gemm_mla__dot8(uint4 a, uint4 b, float 
     return acc;
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-grouped_gemm_mla(const __nv_bfloat16 *a, const __nv_bfloat16 *b, __nv_bfloat16 *c, uint32_t m, uint32_t g,
-                 uint32_t k_g, uint32_t n_g, uint32_t a_stride, uint32_t c_stride) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_grouped_gemm_mla)
+grouped_gemm_mla(KL_PARAMS_grouped_gemm_mla) {
     constexpr int NB = GROUPED_GEMM_MLA_N_PER_BLOCK;
     __shared__ float s_part[8][NB];
 

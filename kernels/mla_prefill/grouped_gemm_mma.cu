@@ -33,7 +33,7 @@
 
 #include "mla_mma.cuh"
 
-#define GROUPED_GEMM_MMA_SMEM 65536 /* the spec's shared_bytes and max_dynamic_shared */
+#define GROUPED_GEMM_MMA_SMEM KL_SHARED_BYTES_grouped_gemm_mma /* the spec's shared_bytes (klaunch/mla_prefill.cuh) */
 
 namespace grouped_gemm_mma_ {
 
@@ -64,9 +64,8 @@ __device__ __forceinline__ uint32_t swz(uint32_t r, uint32_t c) { return r * ROW
 
 }  // namespace grouped_gemm_mma_
 
-extern "C" __global__ void __launch_bounds__(256, 2)
-grouped_gemm_mma(const __nv_bfloat16 *a, const __nv_bfloat16 *b, __nv_bfloat16 *c, uint32_t m, uint32_t g,
-                 uint32_t k_g, uint32_t n_g, uint32_t a_stride, uint32_t c_stride) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_grouped_gemm_mma, 2)
+grouped_gemm_mma(KL_PARAMS_grouped_gemm_mma) {
     using namespace grouped_gemm_mma_;
     KL_DYNAMIC_SHARED(grouped_gemm_mma__smem, 128);
 

@@ -50,7 +50,7 @@
 
 #define MLA_ABSORBED_ATTN_MMA_BM 64      /* query rows per block: the spec's grid x divides seq_len by it */
 #define MLA_ABSORBED_ATTN_MMA_ROPE 64    /* trailing rope columns of a cache row; V is the kv_lora before them */
-#define MLA_ABSORBED_ATTN_MMA_SMEM 153600 /* the spec's shared_bytes and max_dynamic_shared, both variants */
+#define MLA_ABSORBED_ATTN_MMA_SMEM KL_SHARED_BYTES_mla_absorbed_attn_mma /* the spec's shared_bytes (klaunch/mla_prefill.cuh) */
 
 /* Tile configuration per head width (-D overrides are for experiments).
  * BN, keys per tile: for 576-wide rows 32 keep the layout at 150 KiB,
@@ -165,9 +165,8 @@ __device__ __forceinline__ void load_k_tile(uint32_t dst, const __nv_bfloat16 *s
 
 }  // namespace mla_absorbed_attn_mma_
 
-extern "C" __global__ void __launch_bounds__(256, 1)
-mla_absorbed_attn_mma(const __nv_bfloat16 *q, const __nv_bfloat16 *kv, __nv_bfloat16 *output, uint32_t seq_len,
-                      uint32_t num_q_heads, uint32_t head_dim, uint32_t kv_lora, float inv_sqrt_d, uint32_t causal) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_mla_absorbed_attn_mma, 1)
+mla_absorbed_attn_mma(KL_PARAMS_mla_absorbed_attn_mma) {
     using namespace mla_absorbed_attn_mma_;
     KL_DYNAMIC_SHARED(mla_absorbed_attn_mma__smem, 128);
 

@@ -60,8 +60,7 @@ static __device__ __forceinline__ void mla_cache_assemble_batched__row(
 }
 
 extern "C" __global__ void __launch_bounds__(1024)
-mla_cache_assemble_batched(const __nv_bfloat16 *kv_latent, const __nv_bfloat16 *k_rope, __nv_bfloat16 *k_cache,
-                           __nv_bfloat16 *v_cache, uint32_t kv_lora, uint32_t rope, uint32_t mla_cache_dim) {
+mla_cache_assemble_batched(KL_PARAMS_mla_cache_assemble_batched) {
     const uint64_t t = blockIdx.x;
     const uint64_t align = kl__addr_bits(kv_latent) | kl__addr_bits(k_rope) | kl__addr_bits(k_cache) |
                            kl__addr_bits(v_cache) | kl__elem_bits(kv_lora) | kl__elem_bits(rope) |

@@ -25,10 +25,8 @@
  * caches. The choice depends only on the arguments, so every block makes
  * the same one.
  */
-extern "C" __global__ void __launch_bounds__(256)
-mla_cache_assemble_wide(const __nv_bfloat16 *kv_latent, const __nv_bfloat16 *k_rope, __nv_bfloat16 *k_cache,
-                        __nv_bfloat16 *v_cache, uint32_t num_tokens, uint32_t kv_lora, uint32_t rope,
-                        uint32_t mla_cache_dim) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_mla_cache_assemble_wide)
+mla_cache_assemble_wide(KL_PARAMS_mla_cache_assemble_wide) {
     const uint64_t t0 = (uint64_t)blockIdx.x * KL__BLOCK_GROUP;
     if (t0 >= num_tokens) return;
     const uint64_t left = num_tokens - t0;

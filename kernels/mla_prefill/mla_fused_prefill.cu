@@ -67,12 +67,8 @@ __device__ __forceinline__ bool mla_fused_prefill__aligned16(const void *p) {
     return ((uintptr_t)p & 15u) == 0u;
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-mla_fused_prefill(const __nv_bfloat16 *q_full, const __nv_bfloat16 *q_rope, const __nv_bfloat16 *kv_latent,
-                  const __nv_bfloat16 *k_rope, const __nv_bfloat16 *w_uk, const __nv_bfloat16 *w_uv,
-                  __nv_bfloat16 *v_out, __nv_bfloat16 *k_cache_out, __nv_bfloat16 *v_cache_out, uint32_t seq_len,
-                  uint32_t nq, uint32_t nope, uint32_t rope, uint32_t kv_lora, uint32_t v_dim, uint32_t hd,
-                  uint32_t num_kv_heads, float inv_sqrt_d) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_mla_fused_prefill)
+mla_fused_prefill(KL_PARAMS_mla_fused_prefill) {
     constexpr int LC = MLA_FUSED_MAX_LORA / 256; /* latent chunks per lane */
     constexpr int KB = MLA_FUSED_KB;
     __shared__ float s_lat[MLA_FUSED_MAX_LORA];     /* q_abs, then o_lat */

@@ -59,10 +59,8 @@ static __device__ __forceinline__ void mla_kv_assemble_batched__v(const __nv_bfl
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-mla_kv_assemble_batched(const __nv_bfloat16 *kv_expanded, const __nv_bfloat16 *k_rope_buf, __nv_bfloat16 *k_out,
-                        __nv_bfloat16 *v_out, uint32_t nkv, uint32_t nope, uint32_t v_dim, uint32_t rope,
-                        uint32_t hd, uint32_t kv_expanded_stride) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_mla_kv_assemble_batched)
+mla_kv_assemble_batched(KL_PARAMS_mla_kv_assemble_batched) {
     const uint64_t t = blockIdx.x;
     const uint64_t group = (uint64_t)nope + v_dim; /* one head's [k_nope | v] */
     const __nv_bfloat16 *kv_row = kv_expanded + t * kv_expanded_stride;

@@ -84,10 +84,8 @@ __device__ __forceinline__ float mla_prefill_attn_320__xsum(const float (&v)[N])
     return r;
 }
 
-extern "C" __global__ void __launch_bounds__(256)
-mla_prefill_attn_320(const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv_bfloat16 *v,
-                     __nv_bfloat16 *output, uint32_t seq_len, uint32_t num_q_heads, uint32_t num_kv_heads,
-                     uint32_t head_dim, float inv_sqrt_d, uint32_t causal) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_mla_prefill_attn_320)
+mla_prefill_attn_320(KL_PARAMS_mla_prefill_attn_320) {
     constexpr int D = MLA_HDIM;
     constexpr int NP = D / 64;        /* bf16 pairs of a row per lane */
     constexpr int ROW_WORDS = D / 2;  /* 32-bit words per row */

@@ -28,10 +28,8 @@
  * The choice depends only on the arguments, so every block makes the same
  * one. Indices are 64-bit: num_tokens*nq*mla_cache_dim can pass 2^32.
  */
-extern "C" __global__ void __launch_bounds__(256)
-mla_q_final_assemble_batched(const __nv_bfloat16 *q_absorbed, const __nv_bfloat16 *q_rope,
-                             __nv_bfloat16 *q_final, uint32_t num_tokens, uint32_t nq, uint32_t kv_lora,
-                             uint32_t rope, uint32_t mla_cache_dim) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_mla_q_final_assemble_batched)
+mla_q_final_assemble_batched(KL_PARAMS_mla_q_final_assemble_batched) {
     const uint64_t total = (uint64_t)num_tokens * nq * mla_cache_dim;
     if (kl__chunk_width(kl__q_final_align(q_absorbed, q_rope, q_final, kv_lora, rope, mla_cache_dim)) == 8) {
         if (!kl__leads_block_group()) return;

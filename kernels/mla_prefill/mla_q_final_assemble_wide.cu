@@ -18,10 +18,8 @@
  * elements per thread, whole from one source. Otherwise 8 elements per
  * thread with 2-byte accesses, 256 apart.
  */
-extern "C" __global__ void __launch_bounds__(256)
-mla_q_final_assemble_wide(const __nv_bfloat16 *q_absorbed, const __nv_bfloat16 *q_rope, __nv_bfloat16 *q_final,
-                          uint32_t num_tokens, uint32_t nq, uint32_t kv_lora, uint32_t rope,
-                          uint32_t mla_cache_dim) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_mla_q_final_assemble_wide)
+mla_q_final_assemble_wide(KL_PARAMS_mla_q_final_assemble_wide) {
     const uint64_t total = (uint64_t)num_tokens * nq * mla_cache_dim;
     if (kl__chunk_width(kl__q_final_align(q_absorbed, q_rope, q_final, kv_lora, rope, mla_cache_dim)) == 8) {
         kl__q_final_assemble_chunk(q_absorbed, q_rope, q_final, total, kv_lora, rope, mla_cache_dim,

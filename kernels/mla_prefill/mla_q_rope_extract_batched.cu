@@ -24,9 +24,8 @@
  * The choice depends only on the arguments, so every block makes the same
  * one. Indices are 64-bit: num_tokens*nq*rope and t*q_dim can pass 2^32.
  */
-extern "C" __global__ void __launch_bounds__(256)
-mla_q_rope_extract_batched(const __nv_bfloat16 *q_full, __nv_bfloat16 *q_rope_out, uint32_t num_tokens,
-                           uint32_t nq, uint32_t hd, uint32_t nope, uint32_t rope, uint32_t q_dim) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_mla_q_rope_extract_batched)
+mla_q_rope_extract_batched(KL_PARAMS_mla_q_rope_extract_batched) {
     const uint64_t total = (uint64_t)num_tokens * nq * rope;
     if (kl__chunk_width(kl__q_rope_align(q_full, q_rope_out, hd, nope, rope, q_dim)) == 8) {
         if (!kl__leads_block_group()) return;

@@ -18,9 +18,8 @@
  * thread. Otherwise 8 elements per thread with 2-byte accesses, 256 apart,
  * so a warp's stores stay contiguous.
  */
-extern "C" __global__ void __launch_bounds__(256)
-mla_q_rope_extract_wide(const __nv_bfloat16 *q_full, __nv_bfloat16 *q_rope_out, uint32_t num_tokens, uint32_t nq,
-                        uint32_t hd, uint32_t nope, uint32_t rope, uint32_t q_dim) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_mla_q_rope_extract_wide)
+mla_q_rope_extract_wide(KL_PARAMS_mla_q_rope_extract_wide) {
     const uint64_t total = (uint64_t)num_tokens * nq * rope;
     if (kl__chunk_width(kl__q_rope_align(q_full, q_rope_out, hd, nope, rope, q_dim)) == 8) {
         kl__q_rope_extract_chunk(q_full, q_rope_out, total, nq, hd, nope, rope, q_dim, kl__wide_chunk_index());

@@ -17,9 +17,8 @@
  * of 8 elements per thread, inside one head's rope slice. Otherwise 8
  * elements per thread with 2-byte accesses, 256 apart.
  */
-extern "C" __global__ void __launch_bounds__(256)
-mla_q_rope_writeback_wide(const __nv_bfloat16 *q_rope_in, __nv_bfloat16 *q_full, uint32_t num_tokens, uint32_t nq,
-                          uint32_t hd, uint32_t nope, uint32_t rope, uint32_t q_dim) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_mla_q_rope_writeback_wide)
+mla_q_rope_writeback_wide(KL_PARAMS_mla_q_rope_writeback_wide) {
     const uint64_t total = (uint64_t)num_tokens * nq * rope;
     if (kl__chunk_width(kl__q_rope_align(q_rope_in, q_full, hd, nope, rope, q_dim)) == 8) {
         kl__q_rope_writeback_chunk(q_rope_in, q_full, total, nq, hd, nope, rope, q_dim, kl__wide_chunk_index());

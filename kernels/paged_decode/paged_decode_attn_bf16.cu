@@ -16,11 +16,8 @@
 
 #include "paged_decode_common.cuh"
 
-extern "C" __global__ void __launch_bounds__(PAGED_DECODE__THREADS, 2)
-paged_decode_attn_bf16(const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache, const __nv_bfloat16 *v_cache,
-                       __nv_bfloat16 *output, const int32_t *block_tables, const int32_t *seq_lens,
-                       uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t head_dim,
-                       uint32_t block_size, float inv_sqrt_d, uint32_t q_stride, uint32_t sliding_window) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_paged_decode_attn_bf16, 2)
+paged_decode_attn_bf16(KL_PARAMS_paged_decode_attn_bf16) {
     __shared__ paged_decode__plain_smem sm;
     /* The launcher's preconditions; a direct launch that breaks them does nothing. */
     if (head_dim == 0u || head_dim > PAGED_DECODE__MAX_HEAD_DIM || block_size == 0u || num_kv_heads == 0u ||

@@ -20,12 +20,8 @@
 #error "klaunch/paged_decode.cuh did not define the GQA pack constants; regenerate it from specs/paged_decode.yaml"
 #endif
 
-extern "C" __global__ void __launch_bounds__(PAGED_DECODE__THREADS)
-paged_decode_attn_fp8_gqa(const __nv_bfloat16 *q, const __nv_fp8_e4m3 *k_cache, const __nv_fp8_e4m3 *v_cache,
-                          __nv_bfloat16 *output, const int32_t *block_tables, const int32_t *seq_lens,
-                          uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads,
-                          uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, float k_scale, float v_scale,
-                          uint32_t q_stride, uint64_t cache_stride, uint32_t sliding_window) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_paged_decode_attn_fp8_gqa)
+paged_decode_attn_fp8_gqa(KL_PARAMS_paged_decode_attn_fp8_gqa) {
     constexpr int NH = DECODE_GQA_PACK_WIDTH, HD = DECODE_GQA_PACK_HEAD_DIM;
     __shared__ paged_decode__gqa_smem<NH, HD> sm;
     if (head_dim != (uint32_t)HD || num_q_heads != num_kv_heads * (uint32_t)NH || block_size == 0u) return;

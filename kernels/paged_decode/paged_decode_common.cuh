@@ -56,7 +56,18 @@
 
 #include "../common/kl_ptx.cuh"
 
-#define PAGED_DECODE__THREADS 256 /* the seed's block */
+/* The block of every kernel here but the combine's: the spec's (block x, as
+ * klaunch/paged_decode.cuh exports it, KL_THREADS_<entry>), one size for all
+ * of them, which the code below is written for. */
+#define PAGED_DECODE__THREADS KL_THREADS_paged_decode_attn_bf16
+static_assert(KL_THREADS_paged_decode_attn_fp8 == PAGED_DECODE__THREADS &&
+                  KL_THREADS_paged_decode_attn_bf16_gqa == PAGED_DECODE__THREADS &&
+                  KL_THREADS_paged_decode_attn_fp8_gqa == PAGED_DECODE__THREADS &&
+                  KL_THREADS_paged_decode_split_bf16 == PAGED_DECODE__THREADS &&
+                  KL_THREADS_paged_decode_split_fp8 == PAGED_DECODE__THREADS &&
+                  KL_THREADS_paged_decode_split_bf16_gqa == PAGED_DECODE__THREADS &&
+                  KL_THREADS_paged_decode_split_fp8_gqa == PAGED_DECODE__THREADS,
+              "specs/paged_decode.yaml gives its attention and split kernels one block size");
 #define PAGED_DECODE__WARPS (PAGED_DECODE__THREADS / 32)
 /* The plain kernels keep one fp32 row per warp in shared memory and a head's
  * slice in registers; the spec's precondition `head_dim <= 256` matches. */

@@ -15,12 +15,8 @@
 
 #include "paged_decode_common.cuh"
 
-extern "C" __global__ void __launch_bounds__(PAGED_DECODE__THREADS, 2)
-paged_decode_split_bf16(const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache, const __nv_bfloat16 *v_cache,
-                        float *workspace, const int32_t *block_tables, const int32_t *seq_lens,
-                        uint32_t max_blocks_per_seq, uint32_t num_seqs, uint32_t num_q_heads, uint32_t num_kv_heads,
-                        uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, uint32_t q_stride,
-                        uint32_t sliding_window, uint32_t num_splits) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_paged_decode_split_bf16, 2)
+paged_decode_split_bf16(KL_PARAMS_paged_decode_split_bf16) {
     /* Programmatic dependent launch: a dependent grid launched with
      * programmatic_serialization (paged_decode_split_combine_pdl) may start
      * once every block of this grid has passed here; it waits in

@@ -25,7 +25,10 @@
 
 #include "paged_decode_common.cuh"
 
-#define PAGED_DECODE__COMBINE_THREADS 128
+/* The spec's block for both combines (KL_THREADS_<entry>, klaunch/paged_decode.cuh). */
+#define PAGED_DECODE__COMBINE_THREADS KL_THREADS_paged_decode_split_combine
+static_assert(KL_THREADS_paged_decode_split_combine_pdl == PAGED_DECODE__COMBINE_THREADS,
+              "specs/paged_decode.yaml gives both combines one block size");
 
 static __device__ __forceinline__ void paged_decode__combine(const float *workspace, __nv_bfloat16 *output,
                                                              uint32_t num_seqs, uint32_t num_q_heads,
@@ -62,9 +65,8 @@ static __device__ __forceinline__ void paged_decode__combine(const float *worksp
     }
 }
 
-extern "C" __global__ void __launch_bounds__(PAGED_DECODE__COMBINE_THREADS)
-paged_decode_split_combine(const float *workspace, __nv_bfloat16 *output, uint32_t num_seqs, uint32_t num_q_heads,
-                           uint32_t head_dim, uint32_t num_splits) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_paged_decode_split_combine)
+paged_decode_split_combine(KL_PARAMS_paged_decode_split_combine) {
     paged_decode__combine(workspace, output, num_seqs, num_q_heads, head_dim, num_splits);
 }
 
@@ -77,9 +79,8 @@ paged_decode_split_combine(const float *workspace, __nv_bfloat16 *output, uint32
  * __ldg reads below come after it, so no stale line can have been cached).
  * Below sm_90 the launcher refuses at lookup; the wait compiles to nothing
  * there. */
-extern "C" __global__ void __launch_bounds__(PAGED_DECODE__COMBINE_THREADS)
-paged_decode_split_combine_pdl(const float *workspace, __nv_bfloat16 *output, uint32_t num_seqs,
-                               uint32_t num_q_heads, uint32_t head_dim, uint32_t num_splits) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_paged_decode_split_combine_pdl)
+paged_decode_split_combine_pdl(KL_PARAMS_paged_decode_split_combine_pdl) {
     kl__griddep_wait();
     paged_decode__combine(workspace, output, num_seqs, num_q_heads, head_dim, num_splits);
 }
