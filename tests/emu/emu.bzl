@@ -119,6 +119,8 @@ def kl_emulated_kernels(name, srcs, entries, hdrs = [], arch = 900, deps = [], v
     )
 
 def kl_emulated_test(name, srcs, families = [], kernels = [], deps = [], size = "medium", copts = [], **kwargs):
+    # The sources, for //tests/emu:coverage_test (every launcher called by some emulated test).
+    native.filegroup(name = name + "_srcs", srcs = srcs, testonly = True, visibility = ["//visibility:public"])
     native.cc_test(
         name = name,
         srcs = srcs,
