@@ -542,6 +542,10 @@ void global_checked(uint32_t tid, uintptr_t a, size_t n, size_t align, bool writ
                     format("global %s of %zu bytes at %#lx, which is not %zu-byte aligned", op, n, (unsigned long)a,
                            align));
     if (buffer_access(tid, a, n, write)) return;
+    if (s.dyn != nullptr && a + 4096 > (uintptr_t)s.dyn && a < (uintptr_t)s.dyn + s.dyn_size + 4096)
+        raise_fault(FaultKind::kSharedOutOfBounds, tid, a,
+                    format("%s of %zu bytes at dynamic shared offset %ld, outside the %u bytes of the launch", op, n,
+                           (long)(a - (uintptr_t)s.dyn), s.dyn_size));
     // Name the nearest buffer when the access is just outside one.
     auto it = s.buffers.upper_bound(a);
     if (it != s.buffers.begin()) {
@@ -555,10 +559,6 @@ void global_checked(uint32_t tid, uintptr_t a, size_t n, size_t align, bool writ
         raise_fault(FaultKind::kGlobalOutOfBounds, tid, a,
                     format("global %s of %zu bytes at %lu bytes before '%s'", op, n,
                            (unsigned long)(it->second.begin - a), it->second.name.c_str()));
-    if (s.dyn != nullptr && a + 4096 > (uintptr_t)s.dyn && a < (uintptr_t)s.dyn + s.dyn_size + 4096)
-        raise_fault(FaultKind::kSharedOutOfBounds, tid, a,
-                    format("%s of %zu bytes at dynamic shared offset %ld, outside the %u bytes of the launch", op, n,
-                           (long)(a - (uintptr_t)s.dyn), s.dyn_size));
     if (s.stacks != nullptr && a >= (uintptr_t)s.stacks && a < (uintptr_t)s.stacks + s.stacks_bytes)
         raise_fault(FaultKind::kGlobalOutOfBounds, tid, a,
                     format("%s of %zu bytes at %#lx: the local memory (stack) of another thread", op, n,

@@ -289,6 +289,47 @@ TEST(EmuEx2, ApproxFtzEdgeValues) {
     EXPECT_TRUE(std::isnan(bitsf(r[7])));
 }
 
+// ---- packed half arithmetic: rounded once ----------------------------------------------------
+
+std::vector<uint32_t> half_math(uint32_t mode, const std::vector<uint32_t> &in) {
+    const uint32_t n = (uint32_t)in.size() / 3;
+    emu::Buffer<uint32_t> out(n, emu::Access::kWrite, "out"), src(in.size(), emu::Access::kRead, "in");
+    for (size_t i = 0; i < in.size(); ++i) src[i] = in[i];
+    EXPECT_CLEAN(emu::run(image(), "emu_test_half_math", {1, 1, 1}, {32, 1, 1}, 0, out.data(),
+                          static_cast<const uint32_t *>(src.data()), mode, n));
+    return std::vector<uint32_t>(out.data(), out.data() + n);
+}
+
+TEST(EmuHalf, F16FmaRoundsOnceNotThroughFloat) {
+    // a = 1 + 2^-5 (0x3C20), b = 993 * 2^-21 (0x0FC2), c = 1 (0x3C00):
+    // a * b + c = 1 + 2^-11 + 2^-26 exactly, just above the halfway point
+    // 1 + 2^-11 between 0x3C00 and 0x3C01: rounded once it is 0x3C01. A
+    // float fma first would round away the 2^-26 and tie to even 0x3C00.
+    const auto r = half_math(0, {0x3C20, 0x0FC2, 0x3C00, 0x3C00, 0x3C00, 0x8000, 0x7BFF, 0x3C00, 0x7BFF});
+    EXPECT_EQ(r[0], 0x3C01u);
+    EXPECT_EQ(r[1], 0x3C00u);  // 1 * 1 + -0 = 1
+    EXPECT_EQ(r[2], 0x7C00u);  // 65504 * 1 + 65504 overflows to +inf
+}
+TEST(EmuHalf, Bf16x2FmaAndMulRoundToNearestEven) {
+    // Low halves: (1 + 2^-7)^2 + 0 = 1 + 2^-6 + 2^-14 -> 1 + 2^-6 (0x3F82).
+    // High halves: (1 + 2^-7)^2 - 1 = 2^-6 (1 + 2^-8), halfway -> even 2^-6 (0x3C80).
+    const uint32_t a = 0x3F813F81u, c = 0xBF800000u;
+    EXPECT_EQ(half_math(1, {a, a, c})[0], 0x3C803F82u);
+    EXPECT_EQ(half_math(2, {a, a, 0})[0], 0x3F823F82u);
+}
+
+// ---- atomics -------------------------------------------------------------------------------
+
+TEST(EmuAtomics, GlobalAndSharedReadModifyWrite) {
+    emu::Buffer<int> out(4, emu::Access::kReadWrite, "out");
+    for (int i = 0; i < 4; ++i) out[i] = 0;
+    EXPECT_CLEAN(emu::run(image(), "emu_test_atomics", {3, 1, 1}, {64, 1, 1}, 0, out.data()));
+    EXPECT_EQ(out[0], 192);               // 3 blocks x 64 threads
+    EXPECT_EQ(out[2], 2 * (31 * 32 / 2));  // the last block's shared sum of lanes
+    EXPECT_EQ(out[3], 63);                 // the CAS found the block's maximum index and swapped in -5
+    EXPECT_EQ(out[1], -5);
+}
+
 // ---- negative tests: every rule reported with the thread and the address ------------------
 
 struct FaultCase {
@@ -380,6 +421,16 @@ TEST(EmuFault, NamedBarrierHalfTheThreadsReach) {
     EXPECT_EQ(c.f.kind, emu::FaultKind::kDeadlock) << c.f.message;
     EXPECT_EQ(c.f.thread, 32u);
     EXPECT_EQ(c.f.address, 1u);
+}
+TEST(EmuFault, SyncwarpOrdersLanesOfAWarp) {
+    const FaultCase c = fault_case(14);
+    EXPECT_CLEAN(c.f);
+    EXPECT_EQ(c.out[0], 9u);
+}
+TEST(EmuFault, AShuffleIsNoMemoryBarrier) {
+    const FaultCase c = fault_case(15);
+    EXPECT_EQ(c.f.kind, emu::FaultKind::kSharedRace) << c.f.message;
+    EXPECT_EQ(c.f.thread, 1u);
 }
 TEST(EmuFault, ReadingACpAsyncDestinationBeforeWaitGroup) {
     const FaultCase c = fault_case(13);

@@ -104,6 +104,43 @@ extern "C" __global__ void emu_test_convert(uint32_t *out, const uint32_t *in, u
     }
 }
 
+/* Packed and scalar half arithmetic: mode 0 __hfma on f16 bit triples
+ * in[3i..3i+2]; mode 1 __hfma2 on bf16x2 words in[3i..3i+2]; mode 2
+ * __hmul2 on bf16x2 words in[3i], in[3i+1]. */
+extern "C" __global__ void emu_test_half_math(uint32_t *out, const uint32_t *in, uint32_t mode, uint32_t n) {
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const uint32_t a = in[3 * i], b = in[3 * i + 1], c = in[3 * i + 2];
+        if (mode == 0)
+            out[i] = __half_as_ushort(__hfma(__ushort_as_half((unsigned short)a), __ushort_as_half((unsigned short)b),
+                                             __ushort_as_half((unsigned short)c)));
+        if (mode == 1 || mode == 2) {
+            __nv_bfloat162 x, y, z;
+            memcpy(&x, &a, 4);
+            memcpy(&y, &b, 4);
+            memcpy(&z, &c, 4);
+            const __nv_bfloat162 r = mode == 1 ? __hfma2(x, y, z) : __hmul2(x, y);
+            memcpy(&out[i], &r, 4);
+        }
+    }
+}
+
+/* Atomics on global and shared memory: every thread adds 1 to out[0] and
+ * its lane to a shared counter, takes the max of its index into out[1];
+ * thread 0 then stores the shared sum into out[2] and a CAS result in out[3]. */
+extern "C" __global__ void emu_test_atomics(int *out) {
+    __shared__ int sum;
+    if (threadIdx.x == 0) sum = 0;
+    __syncthreads();
+    atomicAdd(&out[0], 1);
+    atomicMax(&out[1], (int)threadIdx.x);
+    atomicAdd(&sum, (int)(threadIdx.x & 31u));
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        out[2] = sum;
+        out[3] = atomicCAS(&out[1], (int)blockDim.x - 1, -5);
+    }
+}
+
 /* ---- negative tests: each breaks one rule (case) ---- */
 
 extern "C" __global__ void emu_test_fault(uint32_t *out, const uint32_t *in, uint32_t which) {
@@ -159,6 +196,16 @@ extern "C" __global__ void emu_test_fault(uint32_t *out, const uint32_t *in, uin
             break;
         case 12: /* a named barrier of 64 threads only the first warp reaches (block of 64) */
             if (t < 32u) kl__bar_sync(1, 64);
+            break;
+        case 14: /* lane 1 reads what lane 0 wrote after __syncwarp: fine */
+            if (t == 0) s[2] = 9u;
+            __syncwarp();
+            if (t == 1) out[0] = s[2];
+            break;
+        case 15: /* the same with a shuffle instead: shuffles do not order memory */
+            if (t == 0) s[2] = 9u;
+            (void)__shfl_sync(0xffffffffu, t, 0);
+            if (t == 1) out[0] = s[2];
             break;
         case 13: /* a read of the own cp.async destination before wait_group: the copy has not landed */
             if (t < 4u) {
