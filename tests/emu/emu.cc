@@ -12,6 +12,12 @@
 // accesses are the emulator's, never checked as the kernel's.
 #include "tests/emu/emu.h"
 
+// This file IS the instrumentation's runtime (the __tsan_* callbacks below);
+// under a real sanitizer (--config=tsan / asan) it would clash with it.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#error "the CPU emulator does not build under --config=tsan or --config=asan: it defines the instrumentation callbacks itself (docs/EMULATOR.md)"
+#endif
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
