@@ -330,6 +330,76 @@ TEST(EmuAtomics, GlobalAndSharedReadModifyWrite) {
     EXPECT_EQ(out[1], -5);
 }
 
+// ---- more instruction forms ------------------------------------------------------------------
+
+TEST(EmuForms, ZeroFillCpAsyncLdmatrixX2BarRedScalarFp8) {
+    emu::Buffer<uint32_t> out(75, emu::Access::kWrite, "out");
+    emu::Buffer<uint16_t> src(8, emu::Access::kRead, "src");
+    for (uint16_t i = 0; i < 8; ++i) src[i] = (uint16_t)(0x1100 + i);
+    EXPECT_CLEAN(emu::run(image(), "emu_test_forms", {1, 1, 1}, {64, 1, 1}, 2048, out.data(),
+                          static_cast<const uint16_t *>(src.data())));
+    // cp.async ... 16, 6: source bytes 0..5 (elements 0x1100..0x1102), the rest zero.
+    EXPECT_EQ(out[0], 0x11011100u);
+    EXPECT_EQ(out[1], 0x00001102u);
+    EXPECT_EQ(out[2], 0u);
+    EXPECT_EQ(out[3], 0u);
+    // ldmatrix.x2: lane 0 gets M[0][0..1] and M[8][0..1]; lane 13 (row 3, cols 2..3) M[3][2..3], M[11][2..3].
+    EXPECT_EQ(out[4], 0x00010000u);
+    EXPECT_EQ(out[5], 0x08010800u);
+    EXPECT_EQ(out[4 + 26], 0x03030302u);
+    EXPECT_EQ(out[5 + 26], 0x0B030B02u);
+    EXPECT_EQ(out[68], 5u);  // __syncthreads_count(tid < 5)
+    EXPECT_EQ(out[69], 1u);  // __syncthreads_and(tid < 64), 64 threads
+    EXPECT_EQ(out[70], 1u);  // __syncthreads_or(tid == 3)
+    EXPECT_EQ(out[71], 0x7Eu);  // 500 saturates to 448
+    EXPECT_EQ(out[72], 0x7Fu);  // without saturation: NaN
+    EXPECT_EQ(out[73], 0x1Du);  // 0.1 = 1.6 * 2^-4 -> 1.625 * 2^-4 (0 0011 101)
+    EXPECT_EQ(out[74], 0x80u);  // -0
+}
+
+// ---- the extension API: wait_until, SyncClock, block_local ------------------------------------
+// A producer/consumer handshake the way an mbarrier extension builds it:
+// thread 31 writes shared memory, releases a clock and sets a flag; every
+// other thread waits for the flag, acquires the clock and reads.
+
+struct Flag : emu::BlockLocalBase {
+    bool set = false;
+    emu::SyncClock clock;
+};
+const char kFlagKey = 0;
+
+emu::Fault handshake(bool acquire) {
+    return emu::launch({2, 1, 1}, {32, 1, 1}, 64, [acquire] {
+        Flag &f = emu::block_local<Flag>(&kFlagKey);
+        if (emu::thread() == 31) {
+            uint32_t v = 42;
+            memcpy(emu::shared(emu::dynamic_base(), 4, 4, emu::Access::kWrite), &v, 4);
+            emu::sync_release(f.clock);
+            f.set = true;
+            return;
+        }
+        emu::wait_until([&f] { return f.set; }, [] { return std::string("the flag"); });
+        if (acquire) emu::sync_acquire(f.clock);
+        uint32_t v = 0;
+        memcpy(&v, emu::shared(emu::dynamic_base(), 4, 4, emu::Access::kRead), 4);
+        if (v != 42) emu::fault(emu::FaultKind::kUnsupported, 0, "read %u", v);
+    });
+}
+
+TEST(EmuExtensionApi, WaitUntilWithReleaseAndAcquireOrdersTheRead) { EXPECT_CLEAN(handshake(true)); }
+TEST(EmuExtensionApi, WithoutTheAcquireTheReadIsARace) {
+    const emu::Fault f = handshake(false);
+    EXPECT_EQ(f.kind, emu::FaultKind::kSharedRace) << f.message;
+    EXPECT_EQ(f.thread, 0u);
+}
+TEST(EmuExtensionApi, AWaitNobodyEndsIsADeadlockNamingIt) {
+    const emu::Fault f = emu::launch({1, 1, 1}, {32, 1, 1}, 0, [] {
+        if (emu::thread() == 4) emu::wait_until([] { return false; }, [] { return std::string("mbarrier 0x40 phase 0"); });
+    });
+    EXPECT_EQ(f.kind, emu::FaultKind::kDeadlock) << f.message;
+    EXPECT_NE(f.message.find("thread 4 waits at mbarrier 0x40 phase 0"), std::string::npos) << f.message;
+}
+
 // ---- negative tests: every rule reported with the thread and the address ------------------
 
 struct FaultCase {

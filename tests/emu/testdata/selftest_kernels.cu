@@ -141,6 +141,50 @@ extern "C" __global__ void emu_test_atomics(int *out) {
     }
 }
 
+/* More forms: cp.async with zero fill, ldmatrix.x2, bar.red, scalar fp8.
+ * out[0..3]: the 16 bytes a zero-filling cp.async of 6 source bytes lands;
+ * out[4 + 2 L + j]: ldmatrix.x2 register j of lane L (matrix j = rows 8j..,
+ * M[r][c] = (r << 8) | c); out[68..70]: __syncthreads_count/and/or of
+ * (tid < 5), (tid < 64), (tid == 3); out[71..74]: __nv_cvt_float_to_fp8 of
+ * 500 (satfinite, nosat), 0.1 (satfinite), -0.0 (nosat). */
+extern "C" __global__ void emu_test_forms(uint32_t *out, const uint16_t *src) {
+    KL_DYNAMIC_SHARED(smem, 16);
+    const uint32_t t = threadIdx.x;
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(smem);
+    for (uint32_t i = t; i < 256u; i += blockDim.x) kl__st_shared_u32(base + 4u * i, 0xdeadbeefu);
+    __syncthreads();
+    if (t == 0) {
+        kl__cp_async_cg16_zfill(base, src, 6);
+        kl__cp_async_commit();
+        kl__cp_async_wait<0>();
+        for (uint32_t i = 0; i < 4; ++i) out[i] = kl__ld_shared_u32(base + 4u * i);
+    }
+    __syncthreads();
+    for (uint32_t i = t; i < 256u; i += blockDim.x) {
+        const uint32_t r = i / 16u, c = i % 16u;
+        const uint32_t v = (r << 8) | c;
+        if (i % 2u == 0u) kl__st_shared_u32(base + 1024u + 2u * i, v | (((r << 8) | (c + 1u)) << 16));
+    }
+    __syncthreads();
+    if (t < 32u) {
+        uint32_t r[2];
+        const uint32_t row = (t / 8u) % 2u * 8u + t % 8u;
+        kl__ldmatrix_x2(r, base + 1024u + 32u * row);
+        out[4 + 2 * t] = r[0];
+        out[5 + 2 * t] = r[1];
+    }
+    const int cnt = __syncthreads_count(t < 5u), all = __syncthreads_and(t < 64u), any = __syncthreads_or(t == 3u);
+    if (t == 0) {
+        out[68] = (uint32_t)cnt;
+        out[69] = (uint32_t)all;
+        out[70] = (uint32_t)any;
+        out[71] = __nv_cvt_float_to_fp8(500.0f, __NV_SATFINITE, __NV_E4M3);
+        out[72] = __nv_cvt_float_to_fp8(500.0f, __NV_NOSAT, __NV_E4M3);
+        out[73] = __nv_cvt_float_to_fp8(0.1f, __NV_SATFINITE, __NV_E4M3);
+        out[74] = __nv_cvt_float_to_fp8(-0.0f, __NV_NOSAT, __NV_E4M3);
+    }
+}
+
 /* ---- negative tests: each breaks one rule (case) ---- */
 
 extern "C" __global__ void emu_test_fault(uint32_t *out, const uint32_t *in, uint32_t which) {
