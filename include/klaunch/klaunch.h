@@ -209,6 +209,11 @@ typedef struct kl_kernel {
     const kl_module *module;
     uint32_t magic;
     uint64_t module_load_id; /* module->load_id at lookup */
+    /* Another translation unit's copy of desc (kl__desc_same), remembered by
+     * the launcher that found it equal, so the next launch from that file
+     * compares one pointer. Launchers write it (atomically) through their
+     * const pointer: keep kernel handles in objects that are not const. */
+    const kl_kernel_desc *desc_alias;
 } kl_kernel;
 
 /* What a backend receives for one launch. */
@@ -371,13 +376,28 @@ static inline kl_status kl__x_fail_value(const kl_kernel_desc *desc, uint32_t ch
  * includes it (each has its own static kl_X_desc). Out of line: only a
  * handle looked up in another translation unit gets here. */
 int kl__desc_same(const kl_kernel_desc *a, const kl_kernel_desc *b);
+/* kl__desc_same(kernel->desc, desc), remembering desc in kernel->desc_alias
+ * when it holds. */
+int kl__desc_adopt(const kl_kernel *kernel, const kl_kernel_desc *desc);
+
+static inline const kl_kernel_desc *kl__desc_alias(const kl_kernel *kernel) {
+#if defined(__GNUC__) || defined(__clang__)
+    return __atomic_load_n(&kernel->desc_alias, __ATOMIC_RELAXED);
+#else
+    return kernel->desc_alias;
+#endif
+}
 
 /* Is `kernel` a loaded handle made for `desc` (by this or another
  * translation unit), whose module is still loaded? */
 static inline int kl__kernel_ok(const kl_kernel *kernel, const kl_kernel_desc *desc) {
-    return kernel != NULL && kernel->magic == KL__KERNEL_MAGIC &&
-           (kernel->desc == desc || kl__desc_same(kernel->desc, desc)) && kernel->module != NULL &&
-           kernel->module->load_id == kernel->module_load_id && kernel->module->magic == KL__MODULE_MAGIC;
+    /* Load ids are never 0 and kl_module_unload zeroes the module, so equal
+     * ids mean the module is the one still loaded. The descriptor: this
+     * file's own (one pointer), another file's seen before (one more), else
+     * compared field by field, out of line and last, so it is a tail call. */
+    return kernel != NULL && kernel->magic == KL__KERNEL_MAGIC && kernel->module != NULL &&
+           kernel->module->load_id == kernel->module_load_id &&
+           (kernel->desc == desc || kl__desc_alias(kernel) == desc || kl__desc_adopt(kernel, desc));
 }
 
 #ifdef __cplusplus
@@ -536,6 +556,19 @@ int kl__desc_same(const kl_kernel_desc *a, const kl_kernel_desc *b) {
          a->attributes->cluster[1] != b->attributes->cluster[1] ||
          a->attributes->cluster[2] != b->attributes->cluster[2]))
         return 0;
+    return 1;
+}
+
+int kl__desc_adopt(const kl_kernel *kernel, const kl_kernel_desc *desc) {
+    if (!kl__desc_same(kernel->desc, desc)) return 0;
+    /* The handle is the caller's object (kl_X_get filled it); launchers see
+     * it const. One pointer, written atomically: launches on other threads
+     * read either the old alias or this one, and both are right. */
+#if defined(__GNUC__) || defined(__clang__)
+    __atomic_store_n(&((kl_kernel *)(uintptr_t)kernel)->desc_alias, desc, __ATOMIC_RELAXED);
+#else
+    ((kl_kernel *)(uintptr_t)kernel)->desc_alias = desc;
+#endif
     return 1;
 }
 

@@ -123,21 +123,23 @@ class CleanErrorTest(unittest.TestCase):
         path = write(same_named_sections(65533, 64 << 10), "same_named.cubin")
         self.refused([path], "sections 2 and 3 name the same kernel")
 
-    def test_a_kernel_name_that_is_the_end_of_another_is_refused(self):
-        shstrtab = b"\0.shstrtab\0.nv.info.a.nv.info.b\0"
+    def two_kernel_sections_refused(self, names, second_name_at, message):
+        """Sections 2 and 3: .nv.info sections named at byte 11 and at
+        second_name_at of the name table `names`."""
         record = struct.pack("<BBH", 3, 0x19, 8)
-        data = elf([(1, SHT_STRTAB, shstrtab, 0), (11, SHT_CUDA_INFO, record, 0), (21, SHT_CUDA_INFO, record, 0)], 1)
+        shstrtab = b"\0.shstrtab\0" + names
+        data = elf([(1, SHT_STRTAB, shstrtab, 0), (11, SHT_CUDA_INFO, record, 0), (second_name_at, SHT_CUDA_INFO, record, 0)], 1)
         with self.assertRaises(nvinfo.CubinError) as cm:
-            nvinfo.parse_cubin(data, "tail.cubin")
-        self.assertIn("sections 2 and 3 name the same kernel, or one kernel's name is the end of the other's", str(cm.exception))
+            nvinfo.parse_cubin(data, "two.cubin")
+        self.assertIn(message, str(cm.exception))
+
+    def test_a_kernel_name_that_is_the_end_of_another_is_refused(self):
+        self.two_kernel_sections_refused(
+            b".nv.info.a.nv.info.b\0", 21, "sections 2 and 3 name the same kernel, or one kernel's name is the end of the other's"
+        )
 
     def test_two_copies_of_one_kernels_name_are_refused(self):
-        shstrtab = b"\0.shstrtab\0.nv.info.k\0.nv.info.k\0"
-        record = struct.pack("<BBH", 3, 0x19, 8)
-        data = elf([(1, SHT_STRTAB, shstrtab, 0), (11, SHT_CUDA_INFO, record, 0), (22, SHT_CUDA_INFO, record, 0)], 1)
-        with self.assertRaises(nvinfo.CubinError) as cm:
-            nvinfo.parse_cubin(data, "twice.cubin")
-        self.assertIn("two .nv.info sections for kernel k (sections 2 and 3)", str(cm.exception))
+        self.two_kernel_sections_refused(b".nv.info.k\0.nv.info.k\0", 22, "two .nv.info sections for kernel k (sections 2 and 3)")
 
     def test_sections_read_over_and_over_are_refused(self):
         # 4,000 kernels whose .nv.info sections all cover the same 4 KiB.
