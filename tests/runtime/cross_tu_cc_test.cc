@@ -6,9 +6,12 @@
 // is still refused.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "klaunch/record_backend.h"
 #include "tests/runtime/cross_tu.h"
@@ -73,6 +76,23 @@ TEST_F(CrossTu, AHandleCrossesBetweenCAndCxxFiles) {
     EXPECT_EQ(kl_test_c_launch_rope_extract(&from_cc, kQ, kOut), KL_SUCCESS) << kl_last_error_message();
     EXPECT_EQ(launch_here(&from_c), KL_SUCCESS) << kl_last_error_message();
     EXPECT_EQ(rb.count, 3u);
+}
+
+TEST_F(CrossTu, AHandleFromAnotherFileIsCheckedByManyThreadsAtOnce) {
+    // The first check from this file remembers the other file's descriptor
+    // in the handle (an atomic store); under --config=tsan a race there fails.
+    kl_kernel k;
+    ASSERT_EQ(kl_test_cc_get_rope_extract(&k, &mod), KL_SUCCESS) << kl_last_error_message();
+    std::atomic<int> passed{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; t++)
+        threads.emplace_back([&] {
+            for (int i = 0; i < 2000; i++)
+                if (kl_mla_q_rope_extract_batched_check(&k, kQ, kOut, 7, 16, 192, 128, 64, 3072) == KL_SUCCESS)
+                    passed.fetch_add(1);
+        });
+    for (auto &t : threads) t.join();
+    EXPECT_EQ(passed.load(), 4 * 2000);
 }
 
 TEST_F(CrossTu, AHandleOfAnotherLauncherIsStillRefused) {
