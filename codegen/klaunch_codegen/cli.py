@@ -8,6 +8,13 @@ the specs is reported (file:line:col: error: message; hint) and then
 nothing is written. --check writes nothing either way; it names each output
 that is missing or differs from what the specs produce.
 
+Outputs are written only when every output of the run is ready: each goes
+to a temporary file beside its destination first, every destination is
+checked (not a folder, not an input, not another output, even without
+regard to case), and only then are they renamed into place; a rename that
+fails puts back every file already replaced. A problem with an output
+names the spec it comes from (at its family) or the command-line argument.
+
 Under `bazel run`, relative paths are taken from the workspace
 ($BUILD_WORKSPACE_DIRECTORY), so spec paths in the output read
 specs/<family>.yaml whichever way the generator is run.
@@ -15,12 +22,16 @@ specs/<family>.yaml whichever way the generator is run.
 
 import argparse
 import os
+import shlex
+import stat
 import sys
 import tempfile
 
 from . import REGENERATE_COMMAND, __version__
+from .diag import one_line
 
 MISSING_DEPS = "error: klaunch_codegen needs Jinja2 and PyYAML: python3 -m pip install jinja2 pyyaml"
+COMMAND_LINE = "<command line>"
 
 
 def _parser():
@@ -42,31 +53,157 @@ def _display(path):
     return path if rel.startswith("..") else rel.replace(os.sep, "/")
 
 
-def _write_all(files):
-    """Writes every file or none: temporaries first, renamed only when all exist."""
-    temps = []
+class _Arguments:
+    """Where each argument's value sits on the command line, for messages:
+    <command line>:1:COL, COL counted in the line as the shell would show it."""
+
+    def __init__(self, argv):
+        self.argv = list(argv)
+        words = ["klaunch_codegen"] + [shlex.quote(a) for a in self.argv]
+        self.cols, col = [], 1 + len(words[0]) + 1
+        for w in words[1:]:
+            self.cols.append(col)
+            col += len(w) + 1
+
+    def pos_of_option(self, option):
+        for i, a in enumerate(self.argv):
+            if len(a) > 2 and option.startswith(a):
+                return (1, self.cols[i + 1] if i + 1 < len(self.cols) else self.cols[i])
+            if a.startswith(option + "="):
+                return (1, self.cols[i])
+        return (1, 1)
+
+    def spec_positions(self):
+        """The position of each SPEC argument, in order."""
+        out, skip, rest = [], False, False
+        for j, a in enumerate(self.argv):
+            if skip:
+                skip = False
+                continue
+            if not rest:
+                if a == "--":
+                    rest = True
+                    continue
+                # argparse takes unambiguous prefixes (--inc) too.
+                if len(a) > 2 and any(o.startswith(a) for o in ("--include-dir", "--docs")):
+                    skip = True
+                    continue
+                if a.startswith("-") and a != "-":
+                    continue
+            out.append((1, self.cols[j]))
+        return out
+
+
+def _key(path):
+    """One file whatever the case of its name or the links to it."""
+    return os.path.normcase(os.path.realpath(path)).lower()
+
+
+def _check_paths(planned, inputs, diags):
+    """Refuses outputs that are folders or other non-files, inputs, or one
+    file twice (after resolving links, without regard to case).
+    planned: [(path, (file or <command line>, pos))]."""
+    seen = {}
+    input_keys = {_key(p): p for p in inputs}
+    for path, (where, pos) in planned:
+        k = _key(path)
+        if k in input_keys:
+            diags.error(where, pos, "the output %s is the input %s" % (path, input_keys[k]),
+                        "writing it would replace the spec; choose another --include-dir or --docs")
+            continue
+        if k in seen:
+            diags.error(where, pos, "the output %s is also the output %s" % (path, seen[k]),
+                        "two outputs would be one file; choose another --docs or rename the family")
+            continue
+        seen[k] = path
+        d = os.path.dirname(path)
+        blocked = None
+        while d:
+            if os.path.lexists(d):
+                if not os.path.isdir(d):
+                    blocked = d
+                break
+            d = os.path.dirname(d)
+        if blocked:
+            diags.error(where, pos, "cannot write %s: %s is not a folder" % (path, blocked),
+                        "remove it, or choose another --include-dir or --docs")
+            continue
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            diags.error(where, pos, "cannot write %s: %s" % (path, e.strerror or e), "check the path")
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            diags.error(where, pos, "cannot write %s: it is %s" % (path, kind), "remove it, or choose another --include-dir or --docs")
+
+
+def _write_all(files, old):
+    """Writes every file or none: temporaries first, renamed only when all
+    exist; a failed rename puts back what was replaced. `old` holds each
+    destination's previous bytes (None: it did not exist). Returns None or
+    (path, message)."""
+    temps, made_dirs = [], []
     try:
         for path, data in files.items():
             directory = os.path.dirname(path) or "."
-            os.makedirs(directory, exist_ok=True)
+            missing = []
+            d = directory
+            while d and not os.path.isdir(d):
+                missing.append(d)
+                parent = os.path.dirname(d)
+                if parent == d:
+                    break
+                d = parent
+            for d in reversed(missing):
+                os.mkdir(d)
+                made_dirs.append(d)
             fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=directory)
             temps.append((tmp, path))
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
+            os.chmod(tmp, 0o644)
     except OSError as e:
-        for tmp, _ in temps:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-        return "error: cannot write %s: %s" % (e.filename or "output", e.strerror or e)
+        _undo(temps, [], old, made_dirs)
+        return (e.filename or "output", e.strerror or str(e))
+    done = []
     for tmp, path in temps:
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError as e:
+            _undo(temps[len(done):], done, old, made_dirs)
+            return (path, e.strerror or str(e))
+        done.append((tmp, path))
     return None
 
 
+def _undo(temps, done, old, made_dirs):
+    for tmp, _ in temps:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+    for _, path in reversed(done):
+        try:
+            if old.get(path) is None:
+                os.unlink(path)
+            else:
+                with open(path, "wb") as f:
+                    f.write(old[path])
+        except OSError:
+            pass
+    for d in reversed(made_dirs):
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+
+
 def main(argv=None):
+    if argv is None:
+        argv = sys.argv[1:]
     args = _parser().parse_args(argv)
     try:
         import jinja2  # noqa: F401
@@ -83,7 +220,32 @@ def main(argv=None):
         os.chdir(workspace)
 
     diags = Diagnostics()
-    paths = [_display(p) for p in args.specs]
+    where = _Arguments(argv)
+
+    def report():
+        for d in diags.sorted(paths + [COMMAND_LINE]):
+            print(d, file=sys.stderr)
+        n = len(diags)
+        print("klaunch_codegen: %d error%s; nothing written" % (n, "" if n == 1 else "s"), file=sys.stderr)
+        return 1
+
+    # Empty paths: os.path cannot even make them relative.
+    paths = []
+    positions = where.spec_positions()
+    if len(positions) != len(args.specs):
+        positions = [(1, 1)] * len(args.specs)
+    for p, pos in zip(args.specs, positions):
+        if p:
+            paths.append(_display(p))
+        else:
+            diags.error(COMMAND_LINE, pos, "a SPEC argument is empty", "give the path of a spec file, e.g. specs/<family>.yaml")
+    for option, value in (("--include-dir", args.include_dir), ("--docs", args.docs)):
+        if value == "":
+            diags.error(COMMAND_LINE, where.pos_of_option(option), "the %s argument is empty" % option,
+                        "give a path, e.g. %s" % ("--include-dir generated" if option == "--include-dir" else "--docs docs/LAUNCHERS.md"))
+    if diags:
+        return report()
+
     specs = [s for s in (load_spec(p, diags) for p in paths) if s is not None]
     if not diags:
         cross_check(specs, diags)
@@ -93,17 +255,24 @@ def main(argv=None):
         try:
             check_run(specs, diags)
         except RuntimeHeadersError as e:
-            print("klaunch_codegen: error: %s; the generator reads the runtime's names and limits from them" % e, file=sys.stderr)
+            print(one_line("klaunch_codegen: error: %s; the generator reads the runtime's names and limits from them" % e), file=sys.stderr)
             return 1
     if diags:
-        for d in diags.sorted(paths):
-            print(d, file=sys.stderr)
-        n = len(diags)
-        print("klaunch_codegen: %d error%s; nothing written" % (n, "" if n == 1 else "s"), file=sys.stderr)
-        return 1
+        return report()
 
     include_dir = _display(args.include_dir)
     docs = _display(args.docs) if args.docs else None
+    # Every output and where it comes from, checked before anything renders.
+    planned = []
+    for s in specs:
+        for suffix in (".h", ".cuh"):
+            planned.append((os.path.join(include_dir, "klaunch", s.family) + suffix, (s.path, s.family_pos)))
+    if docs:
+        planned.append((docs, (COMMAND_LINE, where.pos_of_option("--docs"))))
+    _check_paths(planned, paths, diags)
+    if diags:
+        return report()
+    origins = dict(planned)
     files = {p: text.encode("utf-8") for p, text in emit.outputs(specs, include_dir, docs).items()}
 
     if args.check:
@@ -119,21 +288,25 @@ def main(argv=None):
                 state = "unreadable: %s" % (e.strerror or e)
             if state:
                 stale += 1
-                print("%s: %s; run: %s" % (path, state, REGENERATE_COMMAND), file=sys.stderr)
+                print(one_line("%s: %s; run: %s" % (path, state, REGENERATE_COMMAND)), file=sys.stderr)
         return 1 if stale else 0
 
     # Files whose bytes are already right are left alone (their mtime too).
-    changed = {}
+    changed, old = {}, {}
     for path, data in files.items():
         try:
             with open(path, "rb") as f:
-                if f.read() == data:
-                    continue
+                before = f.read()
         except OSError:
-            pass
+            before = None
+        if before == data:
+            continue
         changed[path] = data
-    problem = _write_all(changed)
+        old[path] = before
+    problem = _write_all(changed, old)
     if problem:
-        print(problem, file=sys.stderr)
-        return 1
+        path, message = problem
+        src, pos = origins.get(path, (COMMAND_LINE, where.pos_of_option("--include-dir")))
+        diags.error(src, pos, "cannot write %s: %s" % (path, message), "nothing was written; check the folder and its permissions")
+        return report()
     return 0

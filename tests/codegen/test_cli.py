@@ -1,7 +1,9 @@
 """The command line: outputs, --check, all-or-nothing writes, byte stability,
 missing packages, paths under `bazel run`."""
 
+import contextlib
 import hashlib
+import io
 import os
 import shutil
 import tempfile
@@ -93,11 +95,95 @@ class OutputsTest(unittest.TestCase):
             f.write("a file where the klaunch/ folder should be\n")
         rc, _, err = self.gen("--include-dir", "inc", "--docs", "L.md", spec)
         self.assertEqual(rc, 1)
-        self.assertTrue(err.startswith("error: cannot write"), err)
-        self.assertNotIn("Traceback", err)
+        # Positioned at the family that names the output (was a bare
+        # "error: cannot write ..." line).
+        self.assertEqual(err.splitlines(), [
+            "copy.yaml:3:9: error: cannot write inc/klaunch/copy.h: inc/klaunch is not a folder; remove it, or choose another --include-dir or --docs",
+            "copy.yaml:3:9: error: cannot write inc/klaunch/copy.cuh: inc/klaunch is not a folder; remove it, or choose another --include-dir or --docs",
+            "klaunch_codegen: 2 errors; nothing written",
+        ])
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "L.md")))
         self.assertEqual(sorted(os.listdir(self.tmp)), ["copy.yaml", "inc"])
         self.assertEqual(os.listdir(os.path.join(self.tmp, "inc")), ["klaunch"])
+
+    def test_output_path_that_is_a_folder_writes_nothing(self):
+        # On 0c9d934: IsADirectoryError, after copy.h and L.md were written.
+        spec = copy_case("minimal", self.tmp)
+        os.makedirs(os.path.join(self.tmp, "inc", "klaunch", "copy.cuh"))
+        rc, out, err = self.gen("--include-dir", "inc", "--docs", "L.md", spec)
+        self.assertEqual((rc, out), (1, ""))
+        self.assertEqual(err.splitlines(), [
+            "copy.yaml:3:9: error: cannot write inc/klaunch/copy.cuh: it is a folder; remove it, or choose another --include-dir or --docs",
+            "klaunch_codegen: 1 error; nothing written",
+        ])
+        self.assertEqual(sorted(support.tree_snapshot(self.tmp)), ["copy.yaml"])
+
+    def test_docs_naming_a_header_or_the_spec_is_refused(self):
+        # On 0c9d934 --docs inc/klaunch/copy.h replaced the header with Markdown.
+        spec = copy_case("minimal", self.tmp)
+        rc, _, err = self.gen("--include-dir", "inc", "--docs", "inc/klaunch/copy.h", spec)
+        self.assertEqual(rc, 1)
+        self.assertEqual(err.splitlines(), [
+            "<command line>:1:42: error: the output inc/klaunch/copy.h is also the output inc/klaunch/copy.h; "
+            "two outputs would be one file; choose another --docs or rename the family",
+            "klaunch_codegen: 1 error; nothing written",
+        ])
+        rc, _, err = self.gen("--include-dir", "inc", "--docs", "./COPY.yaml", spec)
+        self.assertEqual(rc, 1)
+        self.assertEqual(err.splitlines()[0], "<command line>:1:42: error: the output COPY.yaml is the input copy.yaml; "
+                         "writing it would replace the spec; choose another --include-dir or --docs")
+        self.assertEqual(sorted(support.tree_snapshot(self.tmp)), ["copy.yaml"])
+
+    def test_empty_include_dir_docs_and_spec_arguments_are_positioned_errors(self):
+        # On 0c9d934: ValueError tracebacks.
+        spec = copy_case("minimal", self.tmp)
+        rc, out, err = self.gen("--include-dir", "", "--docs=", spec, "")
+        self.assertEqual((rc, out), (1, ""))
+        self.assertEqual(err.splitlines(), [
+            "<command line>:1:31: error: the --include-dir argument is empty; give a path, e.g. --include-dir generated",
+            "<command line>:1:34: error: the --docs argument is empty; give a path, e.g. --docs docs/LAUNCHERS.md",
+            "<command line>:1:52: error: a SPEC argument is empty; give the path of a spec file, e.g. specs/<family>.yaml",
+            "klaunch_codegen: 3 errors; nothing written",
+        ])
+        self.assertEqual(sorted(support.tree_snapshot(self.tmp)), ["copy.yaml"])
+
+    def test_a_failed_rename_puts_back_every_file_already_replaced(self):
+        # The file system refuses the second rename: the first output is
+        # restored, the rest never written, no temporary left.
+        from klaunch_codegen import cli
+
+        a = copy_case("minimal", self.tmp)
+        b = copy_case("variants_constants", self.tmp)
+        os.makedirs(os.path.join(self.tmp, "inc", "klaunch"))
+        old = {"inc/klaunch/copy.h": b"old copy.h\n", "inc/klaunch/tile.h": b"old tile.h\n"}
+        for rel, data in old.items():
+            with open(os.path.join(self.tmp, rel), "wb") as f:
+                f.write(data)
+        before = support.tree_snapshot(self.tmp)
+        calls = []
+        real_replace = os.replace
+
+        def flaky_replace(src, dst):
+            calls.append(dst)
+            if len(calls) == 2:
+                raise OSError(5, "Input/output error", dst)
+            return real_replace(src, dst)
+
+        cwd = os.getcwd()
+        os.chdir(self.tmp)
+        os.replace = flaky_replace
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                rc = cli.main(["--include-dir", "inc", "--docs", "L.md", a, b])
+        finally:
+            os.replace = real_replace
+            os.chdir(cwd)
+        self.assertEqual(rc, 1)
+        self.assertEqual(len(calls), 2)
+        self.assertRegex(err.getvalue().splitlines()[0], r"^[a-z]+\.yaml:3:9: error: cannot write inc/klaunch/[a-z]+\.(h|cuh): "
+                         r"Input/output error; nothing was written; check the folder and its permissions$")
+        self.assertEqual(support.tree_snapshot(self.tmp), before)
 
     def test_duplicate_family_and_launcher_across_files(self):
         copy_case("minimal", self.tmp)
