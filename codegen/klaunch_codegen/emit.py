@@ -240,8 +240,12 @@ class LauncherView:
             self.attribute_words.append("programmatic_serialization")
         if launcher.cooperative:
             self.attribute_words.append("cooperative")
-        self.uses_err = any(c.can_fail for c in self.checks)
-        self.temps = ["kl__t%d" % i for i in range(max(c.temps for c in self.checks))]
+        # Only checks evaluated in C declare kl__err and the temporaries: a
+        # grid or block value the generator folded is stored as a literal
+        # (macros.j2 sized()); shared memory is always evaluated.
+        emitted = [c for c in self.checks if c.value is None or c.what == "shared_bytes"]
+        self.uses_err = any(c.can_fail for c in emitted)
+        self.temps = ["kl__t%d" % i for i in range(max([c.temps for c in emitted] + [0]))]
         read = set()
         for c in launcher.checks:
             read.update(c.args)

@@ -128,6 +128,7 @@ class Source:
     def _compose_events(self, loader):
         get = loader.get_event
         pos_of = self.pos_of_index
+        text = self.text
         resolve = loader.resolve
         ScalarEvent, AliasEvent = yaml.ScalarEvent, yaml.AliasEvent
         SequenceStartEvent, MappingStartEvent = yaml.SequenceStartEvent, yaml.MappingStartEvent
@@ -180,7 +181,14 @@ class Source:
                 node = SequenceNode("tag:yaml.org,2002:seq", [], ev.start_mark, None, ev.flow_style)
             else:
                 raise YamlSyntaxError(pos_of(ev.start_mark.index), "unexpected %s" % cls.__name__)
-            node.pos = pos_of(ev.start_mark.index)
+            index = ev.start_mark.index
+            if cls is ScalarEvent and not ev.value and index == ev.end_mark.index:
+                # An empty value: libyaml marks it at the next token, PyYAML
+                # right after the ':'; both now read the latter.
+                while index > 0 and text[index - 1] in " \t":
+                    index -= 1
+                node.start_mark = node.end_mark = yaml.error.Mark("", index, 0, 0, None, None)
+            node.pos = pos_of(index)
             if tag is not None:
                 self.tag_problems.append((
                     node.pos,

@@ -98,6 +98,31 @@ class PositionsTest(unittest.TestCase):
             key_b = tree[3][1][0]
             self.assertEqual(key_b[3], (2, 1), parser)
 
+    def test_empty_values_are_positioned_alike_by_both_parsers(self):
+        # fuzz_test found libyaml marking an empty flow value at the next
+        # token and PyYAML right after the ':': both read the latter now.
+        for text, pos in (("a: {x: 1, y:  }\n", (1, 13)), ("a: {y: ,z: 1}\n", (1, 7)), ("[a: ]\n", (1, 4)), ("a:   \nb: 1\n", (1, 3))):
+            for parser in ("c", "python"):
+                tree, _ = compose(text, parser)
+                empties = []
+
+                def walk(n):
+                    if n is None or n[0] == "alias":
+                        return
+                    if n[0] == "scalar":
+                        if n[2] == "":
+                            empties.append(n[3])
+                    elif n[0] == "seq":
+                        for c in n[3]:
+                            walk(c)
+                    else:
+                        for k, v in n[3]:
+                            walk(k)
+                            walk(v)
+
+                walk(tree)
+                self.assertEqual(empties, [pos], (text, parser))
+
     def test_a_byte_order_mark_is_not_a_column(self):
         self.assertEqual(self.pos_of("\ufeffa: here", "here"), (1, 4))
 
