@@ -1,0 +1,62 @@
+#include "klaunch/paged_decode.cuh"
+
+/* paged_decode_attn_bf16_gqa_mma, paged_decode_attn_fp8_gqa_mma
+ * (specs/paged_decode.yaml; not in the seed)
+ *
+ * The functions of paged_decode_attn_bf16_gqa and paged_decode_attn_fp8_gqa
+ * (kernel-contract.md, kernels 11 and 12; same arguments, grid and block)
+ * computed on tensor cores: paged_decode_mma.cuh says how and what it
+ * rounds. One block per (kv_head, seq), the KV head's DECODE_GQA_PACK_WIDTH
+ * (<= 8) query heads, head dim DECODE_GQA_PACK_HEAD_DIM (128).
+ *
+ * Fast path when block_size % 16 == 0 and the caches' rows are 16-byte
+ * aligned (bf16: both pointers; fp8: both pointers and cache_stride % 16);
+ * the general path otherwise. Tiles in flight per warp: 2 for bf16 (8 KiB
+ * a warp), 3 for fp8 (two 4 KiB tiles arriving while one is computed).
+ */
+
+#include "paged_decode_mma.cuh"
+
+#if !defined(DECODE_GQA_PACK_WIDTH) || !defined(DECODE_GQA_PACK_HEAD_DIM)
+#error "klaunch/paged_decode.cuh did not define the GQA pack constants; regenerate it from specs/paged_decode.yaml"
+#endif
+
+extern "C" __global__ void __launch_bounds__(PAGED_DECODE__THREADS, 1)
+paged_decode_attn_bf16_gqa_mma(const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache, const __nv_bfloat16 *v_cache,
+                               __nv_bfloat16 *output, const int32_t *block_tables, const int32_t *seq_lens,
+                               uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads,
+                               uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, uint32_t q_stride,
+                               uint32_t sliding_window) {
+    constexpr int NH = DECODE_GQA_PACK_WIDTH;
+    static_assert(DECODE_GQA_PACK_HEAD_DIM == 128, "the MMA layout is for head dim 128");
+    __shared__ paged_decode__gqa_smem<NH, 128> sm;
+    if (head_dim != 128u || num_q_heads != num_kv_heads * (uint32_t)NH || block_size == 0u) return;
+    const uint32_t kvh = blockIdx.x, s = blockIdx.y;
+    uint32_t begin, end;
+    paged_decode__range(seq_lens[s], sliding_window, max_blocks_per_seq, block_size, &begin, &end);
+    const __nv_bfloat16 *q_grp = q + (uint64_t)s * q_stride + (uint64_t)kvh * NH * 128u;
+    const paged_decode__out_bf16 out{output + ((uint64_t)s * num_q_heads + (uint64_t)kvh * NH) * 128u, 1.0f};
+    paged_decode__mma_run<false, NH>(sm, q_grp, k_cache, v_cache, out, block_tables + (uint64_t)s * max_blocks_per_seq,
+                                 begin, end, kvh, num_kv_heads, block_size,
+                                 (uint64_t)block_size * num_kv_heads * 128u, inv_sqrt_d * PAGED_DECODE__LOG2E);
+}
+
+extern "C" __global__ void __launch_bounds__(PAGED_DECODE__THREADS, 1)
+paged_decode_attn_fp8_gqa_mma(const __nv_bfloat16 *q, const __nv_fp8_e4m3 *k_cache, const __nv_fp8_e4m3 *v_cache,
+                              __nv_bfloat16 *output, const int32_t *block_tables, const int32_t *seq_lens,
+                              uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads,
+                              uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, float k_scale, float v_scale,
+                              uint32_t q_stride, uint64_t cache_stride, uint32_t sliding_window) {
+    constexpr int NH = DECODE_GQA_PACK_WIDTH;
+    __shared__ paged_decode__gqa_smem<NH, 128> sm;
+    if (head_dim != 128u || num_q_heads != num_kv_heads * (uint32_t)NH || block_size == 0u) return;
+    const uint32_t kvh = blockIdx.x, s = blockIdx.y;
+    uint32_t begin, end;
+    paged_decode__range(seq_lens[s], sliding_window, max_blocks_per_seq, block_size, &begin, &end);
+    const __nv_bfloat16 *q_grp = q + (uint64_t)s * q_stride + (uint64_t)kvh * NH * 128u;
+    const paged_decode__out_bf16 out{output + ((uint64_t)s * num_q_heads + (uint64_t)kvh * NH) * 128u,
+                                     v_scale * PAGED_DECODE__FP8_UNIT};
+    paged_decode__mma_run<true, NH>(sm, q_grp, k_cache, v_cache, out, block_tables + (uint64_t)s * max_blocks_per_seq,
+                                begin, end, kvh, num_kv_heads, block_size, cache_stride,
+                                inv_sqrt_d * k_scale * PAGED_DECODE__FP8_UNIT * PAGED_DECODE__LOG2E);
+}
