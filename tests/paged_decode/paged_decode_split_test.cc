@@ -2,6 +2,7 @@
 // family (specs/paged_decode.yaml, klaunch/paged_decode_split.h):
 //   paged_decode_split_bf16      paged_decode_split_fp8          (plain)
 //   paged_decode_split_bf16_gqa  paged_decode_split_fp8_gqa      (GQA-packed)
+//   paged_decode_split_bf16_gqa_mma  paged_decode_split_fp8_gqa_mma (tensor cores)
 // each followed by paged_decode_split_combine, from the embedded fatbins of
 // both variants (gqa4_d128, gqa8_d128).
 //
@@ -72,10 +73,10 @@ uint32_t sm_count() {
 
 // ---- cases --------------------------------------------------------------------------
 
-enum class Kind { kBf16, kFp8, kBf16Gqa, kFp8Gqa };
+enum class Kind { kBf16, kFp8, kBf16Gqa, kFp8Gqa, kBf16GqaMma, kFp8GqaMma };
 
-bool is_fp8(Kind k) { return k == Kind::kFp8 || k == Kind::kFp8Gqa; }
-bool is_packed(Kind k) { return k == Kind::kBf16Gqa || k == Kind::kFp8Gqa; }
+bool is_fp8(Kind k) { return k == Kind::kFp8 || k == Kind::kFp8Gqa || k == Kind::kFp8GqaMma; }
+bool is_packed(Kind k) { return k != Kind::kBf16 && k != Kind::kFp8; }
 
 const char *kind_name(Kind k) {
     switch (k) {
@@ -87,6 +88,10 @@ const char *kind_name(Kind k) {
         return "paged_decode_split_bf16_gqa";
     case Kind::kFp8Gqa:
         return "paged_decode_split_fp8_gqa";
+    case Kind::kBf16GqaMma:
+        return "paged_decode_split_bf16_gqa_mma";
+    case Kind::kFp8GqaMma:
+        return "paged_decode_split_fp8_gqa_mma";
     }
     return "?";
 }
@@ -164,6 +169,18 @@ kl_status launch_partial(Kind kind, const kl_module *mod, const DeviceProblem &d
                                              g.max_blocks_per_seq, g.num_seqs, g.num_q_heads, g.num_kv_heads,
                                              g.head_dim, g.block_size, inv, c.k_scale, c.v_scale, g.q_stride,
                                              p.cache_stride, g.sliding_window, splits, ws_bytes, nullptr);
+    case Kind::kBf16GqaMma:
+        if ((st = kl_paged_decode_split_bf16_gqa_mma_get(&k, mod)) != KL_SUCCESS) return st;
+        return kl_paged_decode_split_bf16_gqa_mma(&k, d.q.get(), d.kp_bf16, d.vp_bf16, ws, d.tables.get(),
+                                                  d.lens.get(), g.max_blocks_per_seq, g.num_seqs, g.num_q_heads,
+                                                  g.num_kv_heads, g.head_dim, g.block_size, inv, g.q_stride,
+                                                  g.sliding_window, splits, ws_bytes, nullptr);
+    case Kind::kFp8GqaMma:
+        if ((st = kl_paged_decode_split_fp8_gqa_mma_get(&k, mod)) != KL_SUCCESS) return st;
+        return kl_paged_decode_split_fp8_gqa_mma(&k, d.q.get(), d.kp_fp8, d.vp_fp8, ws, d.tables.get(), d.lens.get(),
+                                                 g.max_blocks_per_seq, g.num_seqs, g.num_q_heads, g.num_kv_heads,
+                                                 g.head_dim, g.block_size, inv, c.k_scale, c.v_scale, g.q_stride,
+                                                 p.cache_stride, g.sliding_window, splits, ws_bytes, nullptr);
     }
     return KL_ERROR_INVALID_ARGUMENT;
 }
@@ -341,6 +358,7 @@ TEST_F(PagedDecodeSplitTest, Fp8HeadDimsAndOffAlignmentCache) {
 
 TEST_F(PagedDecodeSplitTest, Bf16GqaMatchesReferenceInBothVariants) {
     uint32_t seed = 900;
+    for (Kind kind : {Kind::kBf16Gqa, Kind::kBf16GqaMma})
     for (int width : {4, 8})
         for (uint32_t bs : {1u, 16u, 64u})
             for (uint32_t sw : {0u, 7u, 100000u}) {
@@ -352,12 +370,13 @@ TEST_F(PagedDecodeSplitTest, Bf16GqaMatchesReferenceInBothVariants) {
                 c.sliding_window = sw;
                 c.q_pad = sw == 7 ? 5 : 0;
                 c.seed = seed++;
-                run_case(Kind::kBf16Gqa, width, c, sw == 0 ? kSplitCounts : std::vector<uint32_t>{2, 7});
+                run_case(kind, width, c, sw == 0 ? kSplitCounts : std::vector<uint32_t>{2, 7});
             }
 }
 
 TEST_F(PagedDecodeSplitTest, Bf16GqaOffAlignmentCache) {
     uint32_t seed = 1000;
+    for (Kind kind : {Kind::kBf16Gqa, Kind::kBf16GqaMma})
     for (int width : {4, 8}) {
         Case c;
         c.num_kv_heads = 2;
@@ -366,12 +385,13 @@ TEST_F(PagedDecodeSplitTest, Bf16GqaOffAlignmentCache) {
         c.misalign = 1;
         c.sliding_window = 40;
         c.seed = seed++;
-        run_case(Kind::kBf16Gqa, width, c, {2, 7});
+        run_case(kind, width, c, {2, 7});
     }
 }
 
 TEST_F(PagedDecodeSplitTest, Fp8GqaMatchesReferenceInBothVariants) {
     uint32_t seed = 1100;
+    for (Kind kind : {Kind::kFp8Gqa, Kind::kFp8GqaMma})
     for (int width : {4, 8})
         for (uint32_t bs : {1u, 16u, 64u})
             for (uint64_t pad : {uint64_t{0}, uint64_t{8}, uint64_t{5}}) {
@@ -386,12 +406,13 @@ TEST_F(PagedDecodeSplitTest, Fp8GqaMatchesReferenceInBothVariants) {
                 c.v_scale = 2.2f;
                 c.q_pad = pad == 5 ? 2 : 0;
                 c.seed = seed++;
-                run_case(Kind::kFp8Gqa, width, c, pad == 0 ? kSplitCounts : std::vector<uint32_t>{2, 7});
+                run_case(kind, width, c, pad == 0 ? kSplitCounts : std::vector<uint32_t>{2, 7});
             }
 }
 
 TEST_F(PagedDecodeSplitTest, Fp8GqaInterleavedAndOffAlignmentCache) {
     uint32_t seed = 1200;
+    for (Kind kind : {Kind::kFp8Gqa, Kind::kFp8GqaMma})
     for (int width : {4, 8})
         for (uint32_t mis : {0u, 3u}) {
             Case c;
@@ -403,7 +424,7 @@ TEST_F(PagedDecodeSplitTest, Fp8GqaInterleavedAndOffAlignmentCache) {
             c.k_scale = 1.5f;
             c.v_scale = 0.3f;
             c.seed = seed++;
-            run_case(Kind::kFp8Gqa, width, c, {2, 7});
+            run_case(kind, width, c, {2, 7});
         }
 }
 
@@ -415,7 +436,7 @@ TEST_F(PagedDecodeSplitTest, Fp8GqaInterleavedAndOffAlignmentCache) {
 // an integer off. The output is then the window's plain mean of v.
 TEST_F(PagedDecodeSplitTest, EverySplitCountsItsPositionsExactly) {
     uint32_t seed = 1250;
-    for (Kind kind : {Kind::kBf16, Kind::kFp8, Kind::kBf16Gqa, Kind::kFp8Gqa})
+    for (Kind kind : {Kind::kBf16, Kind::kFp8, Kind::kBf16Gqa, Kind::kFp8Gqa, Kind::kBf16GqaMma, Kind::kFp8GqaMma})
         for (uint32_t bs : {1u, 16u, 64u})
             for (uint32_t sw : {0u, 13u, 200u}) {
                 Case c;
@@ -438,7 +459,7 @@ TEST_F(PagedDecodeSplitTest, LongSequenceOf32768Positions) {
     // One KV head keeps the float64 reference quick in an unoptimised build.
     uint32_t seed = 1300;
     int i = 0;
-    for (Kind kind : {Kind::kBf16, Kind::kFp8, Kind::kBf16Gqa, Kind::kFp8Gqa}) {
+    for (Kind kind : {Kind::kBf16, Kind::kFp8, Kind::kBf16Gqa, Kind::kFp8Gqa, Kind::kBf16GqaMma, Kind::kFp8GqaMma}) {
         Case c;
         c.num_kv_heads = 1;
         c.num_q_heads = is_packed(kind) ? 8 : 3;
@@ -448,7 +469,7 @@ TEST_F(PagedDecodeSplitTest, LongSequenceOf32768Positions) {
         c.v_scale = 1.3f;
         c.seed = seed++;
         run_case(kind, 8, c, {7, kRule});
-        if (kind == Kind::kBf16 || kind == Kind::kFp8Gqa) {
+        if (kind == Kind::kBf16 || kind == Kind::kFp8Gqa || kind == Kind::kBf16GqaMma || kind == Kind::kFp8GqaMma) {
             // A window that starts and ends mid-block.
             c.seq_lens = {32767};
             c.sliding_window = 20000;
@@ -460,7 +481,7 @@ TEST_F(PagedDecodeSplitTest, LongSequenceOf32768Positions) {
 
 TEST_F(PagedDecodeSplitTest, LargeScoresNeedTheRunningMaxAcrossSplits) {
     uint32_t seed = 1400;
-    for (Kind kind : {Kind::kBf16, Kind::kFp8, Kind::kBf16Gqa, Kind::kFp8Gqa}) {
+    for (Kind kind : {Kind::kBf16, Kind::kFp8, Kind::kBf16Gqa, Kind::kFp8Gqa, Kind::kBf16GqaMma, Kind::kFp8GqaMma}) {
         for (int width : {4, 8}) {
             Case c;
             c.num_kv_heads = 2;
@@ -488,6 +509,10 @@ TEST_F(PagedDecodeSplitTest, TheRulesChoiceForALoneSequence) {
     run_case(Kind::kBf16Gqa, 8, c, {kRule});
     c.seed = 1501;
     run_case(Kind::kFp8Gqa, 8, c, {kRule});
+    c.seed = 1502;
+    run_case(Kind::kBf16GqaMma, 8, c, {kRule});
+    c.seed = 1503;
+    run_case(Kind::kFp8GqaMma, 8, c, {kRule});
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // kernels 9-12) against the float64 CPU reference in paged_decode_reference.h:
 //   paged_decode_attn_bf16      paged_decode_attn_fp8          (plain)
 //   paged_decode_attn_bf16_gqa  paged_decode_attn_fp8_gqa      (GQA-packed)
+//   paged_decode_attn_bf16_gqa_mma  paged_decode_attn_fp8_gqa_mma (tensor cores)
 // launched through the generated launchers (the seed's geometry) from the
 // embedded fatbins of both variants, gqa4_d128 and gqa8_d128.
 //
@@ -47,9 +48,10 @@ using paged_decode_ref::Shape;
 
 // ---- cases --------------------------------------------------------------------
 
-enum class Kind { kBf16, kFp8, kBf16Gqa, kFp8Gqa };
+enum class Kind { kBf16, kFp8, kBf16Gqa, kFp8Gqa, kBf16GqaMma, kFp8GqaMma };
 
-bool is_fp8(Kind k) { return k == Kind::kFp8 || k == Kind::kFp8Gqa; }
+bool is_fp8(Kind k) { return k == Kind::kFp8 || k == Kind::kFp8Gqa || k == Kind::kFp8GqaMma; }
+bool is_packed(Kind k) { return k != Kind::kBf16 && k != Kind::kFp8; }
 
 const char *kind_name(Kind k) {
     switch (k) {
@@ -61,6 +63,10 @@ const char *kind_name(Kind k) {
         return "paged_decode_attn_bf16_gqa";
     case Kind::kFp8Gqa:
         return "paged_decode_attn_fp8_gqa";
+    case Kind::kBf16GqaMma:
+        return "paged_decode_attn_bf16_gqa_mma";
+    case Kind::kFp8GqaMma:
+        return "paged_decode_attn_fp8_gqa_mma";
     }
     return "?";
 }
@@ -93,11 +99,17 @@ void run_case(Kind kind, int width, const Case &c) {
             st = kl_paged_decode_attn_bf16(&k, q.get(), kp, vp, o, tables.get(), lens.get(), g.max_blocks_per_seq,
                                            g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv,
                                            g.q_stride, g.sliding_window, nullptr);
-        } else {
+        } else if (kind == Kind::kBf16Gqa) {
             KL_ASSERT_OK(kl_paged_decode_attn_bf16_gqa_get(&k, mod));
             st = kl_paged_decode_attn_bf16_gqa(&k, q.get(), kp, vp, o, tables.get(), lens.get(), g.max_blocks_per_seq,
                                                g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size,
                                                inv, g.q_stride, g.sliding_window, nullptr);
+        } else {
+            KL_ASSERT_OK(kl_paged_decode_attn_bf16_gqa_mma_get(&k, mod));
+            st = kl_paged_decode_attn_bf16_gqa_mma(&k, q.get(), kp, vp, o, tables.get(), lens.get(),
+                                                   g.max_blocks_per_seq, g.num_seqs, g.num_q_heads, g.num_kv_heads,
+                                                   g.head_dim, g.block_size, inv, g.q_stride, g.sliding_window,
+                                                   nullptr);
         }
         ASSERT_EQ(st, KL_SUCCESS) << kl_last_error_message();
         kl_test::synchronize();
@@ -119,12 +131,18 @@ void run_case(Kind kind, int width, const Case &c) {
             st = kl_paged_decode_attn_fp8(&k, q.get(), kp, vp, o, tables.get(), lens.get(), g.max_blocks_per_seq,
                                           g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv,
                                           c.k_scale, c.v_scale, g.q_stride, p.cache_stride, g.sliding_window, nullptr);
-        } else {
+        } else if (kind == Kind::kFp8Gqa) {
             KL_ASSERT_OK(kl_paged_decode_attn_fp8_gqa_get(&k, mod));
             st = kl_paged_decode_attn_fp8_gqa(&k, q.get(), kp, vp, o, tables.get(), lens.get(), g.max_blocks_per_seq,
                                               g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size,
                                               inv, c.k_scale, c.v_scale, g.q_stride, p.cache_stride,
                                               g.sliding_window, nullptr);
+        } else {
+            KL_ASSERT_OK(kl_paged_decode_attn_fp8_gqa_mma_get(&k, mod));
+            st = kl_paged_decode_attn_fp8_gqa_mma(&k, q.get(), kp, vp, o, tables.get(), lens.get(),
+                                                  g.max_blocks_per_seq, g.num_seqs, g.num_q_heads, g.num_kv_heads,
+                                                  g.head_dim, g.block_size, inv, c.k_scale, c.v_scale, g.q_stride,
+                                                  p.cache_stride, g.sliding_window, nullptr);
         }
         ASSERT_EQ(st, KL_SUCCESS) << kl_last_error_message();
         kl_test::synchronize();
@@ -283,6 +301,7 @@ TEST_F(PagedDecodeTest, Fp8HeadDimsAndOffAlignmentCache) {
 
 TEST_F(PagedDecodeTest, Bf16GqaMatchesReferenceInBothVariants) {
     uint32_t seed = 900;
+    for (Kind kind : {Kind::kBf16Gqa, Kind::kBf16GqaMma})
     for (int width : {4, 8})
         for (uint32_t bs : {1u, 16u, 64u})
             for (uint32_t sw : {0u, 7u, 100000u}) {
@@ -294,12 +313,13 @@ TEST_F(PagedDecodeTest, Bf16GqaMatchesReferenceInBothVariants) {
                 c.sliding_window = sw;
                 c.q_pad = sw == 7 ? 5 : 0;
                 c.seed = seed++;
-                run_case(Kind::kBf16Gqa, width, c);
+                run_case(kind, width, c);
             }
 }
 
 TEST_F(PagedDecodeTest, Bf16GqaOffAlignmentCache) {
     uint32_t seed = 1000;
+    for (Kind kind : {Kind::kBf16Gqa, Kind::kBf16GqaMma})
     for (int width : {4, 8})
         for (uint32_t mis : {1u, 4u}) {
             Case c;
@@ -309,12 +329,13 @@ TEST_F(PagedDecodeTest, Bf16GqaOffAlignmentCache) {
             c.misalign = mis;
             c.sliding_window = 40;
             c.seed = seed++;
-            run_case(Kind::kBf16Gqa, width, c);
+            run_case(kind, width, c);
         }
 }
 
 TEST_F(PagedDecodeTest, Fp8GqaMatchesReferenceInBothVariants) {
     uint32_t seed = 1100;
+    for (Kind kind : {Kind::kFp8Gqa, Kind::kFp8GqaMma})
     for (int width : {4, 8})
         for (uint32_t bs : {1u, 16u, 64u})
             for (uint64_t pad : {uint64_t{0}, uint64_t{8}, uint64_t{5}}) {
@@ -329,12 +350,13 @@ TEST_F(PagedDecodeTest, Fp8GqaMatchesReferenceInBothVariants) {
                 c.v_scale = 2.2f;
                 c.q_pad = pad == 5 ? 2 : 0;
                 c.seed = seed++;
-                run_case(Kind::kFp8Gqa, width, c);
+                run_case(kind, width, c);
             }
 }
 
 TEST_F(PagedDecodeTest, Fp8GqaInterleavedAndOffAlignmentCache) {
     uint32_t seed = 1200;
+    for (Kind kind : {Kind::kFp8Gqa, Kind::kFp8GqaMma})
     for (int width : {4, 8})
         for (uint32_t mis : {0u, 3u}) {
             Case c;
@@ -346,7 +368,7 @@ TEST_F(PagedDecodeTest, Fp8GqaInterleavedAndOffAlignmentCache) {
             c.k_scale = 1.5f;
             c.v_scale = 0.3f;
             c.seed = seed++;
-            run_case(Kind::kFp8Gqa, width, c);
+            run_case(kind, width, c);
         }
 }
 
@@ -356,9 +378,9 @@ TEST_F(PagedDecodeTest, LongSequenceOf32768Positions) {
     // One KV head keeps the float64 reference quick in an unoptimised build.
     uint32_t seed = 1300;
     int i = 0;
-    for (Kind kind : {Kind::kBf16, Kind::kFp8, Kind::kBf16Gqa, Kind::kFp8Gqa}) {
+    for (Kind kind : {Kind::kBf16, Kind::kFp8, Kind::kBf16Gqa, Kind::kFp8Gqa, Kind::kBf16GqaMma, Kind::kFp8GqaMma}) {
         Case c;
-        const bool packed = kind == Kind::kBf16Gqa || kind == Kind::kFp8Gqa;
+        const bool packed = is_packed(kind);
         c.num_kv_heads = 1;
         c.num_q_heads = packed ? 8 : 3;
         c.block_size = i++ % 2 ? 64 : 16;
@@ -367,7 +389,7 @@ TEST_F(PagedDecodeTest, LongSequenceOf32768Positions) {
         c.v_scale = 1.3f;
         c.seed = seed++;
         run_case(kind, 8, c);
-        if (kind == Kind::kBf16 || kind == Kind::kFp8Gqa) {
+        if (kind == Kind::kBf16 || kind == Kind::kFp8Gqa || kind == Kind::kFp8GqaMma || kind == Kind::kBf16GqaMma) {
             // A window that starts and ends mid-block.
             c.seq_lens = {32767};
             c.sliding_window = 20000;
@@ -382,10 +404,10 @@ TEST_F(PagedDecodeTest, LongSequenceOf32768Positions) {
 // largest scores closely.
 TEST_F(PagedDecodeTest, LargeScoresNeedTheRunningMax) {
     uint32_t seed = 1400;
-    for (Kind kind : {Kind::kBf16, Kind::kFp8, Kind::kBf16Gqa, Kind::kFp8Gqa}) {
+    for (Kind kind : {Kind::kBf16, Kind::kFp8, Kind::kBf16Gqa, Kind::kFp8Gqa, Kind::kBf16GqaMma, Kind::kFp8GqaMma}) {
         for (int width : {4, 8}) {
             Case c;
-            const bool packed = kind == Kind::kBf16Gqa || kind == Kind::kFp8Gqa;
+            const bool packed = is_packed(kind);
             c.num_kv_heads = 2;
             c.num_q_heads = packed ? 2 * width : 6;
             c.seq_lens = lengths_around(16, {700});
