@@ -38,8 +38,18 @@
 //                 1 x 2048 at the rule's split count, 32 x 4096 at 4 splits;
 //                 the gain is plain time / PDL time. The PDL output must
 //                 equal the plain one bit for bit (else exit 1).
+//   *_mma         the tensor-core launchers (paged_decode_attn_*_gqa_mma,
+//                 paged_decode_split_*_gqa_mma) on the same problems as the
+//                 scalar rows: gqa_bf16_mma, gqa_fp8_mma (32 x 4096; fp8
+//                 over bf16 tokens/s, target >= 1.6x; bf16 against copy,
+//                 target >= 0.9, and against torch SDPA, >= 1.0x) and
+//                 long_seq_mma (1 x 32768, the sweep and the rule's count,
+//                 target >= 0.8 of copy). Their split paths combine with
+//                 paged_decode_split_combine_pdl on a stream of their own
+//                 where the device has PDL (sm_90+), else the plain combine.
 // Correctness guard: the split path's output is compared with the seed
-// kernel's on the same inputs (relative difference < 1e-2), else exit 1.
+// kernel's on the same inputs (relative difference < 1e-2), and the _mma
+// seed-grid output with the scalar one, else exit 1.
 // Prints a table and, with --json, writes the numbers to FILE. Exit 1 on
 // any failure (no GPU, a refused launch, a mismatch).
 #define KLAUNCH_IMPLEMENTATION
@@ -207,11 +217,33 @@ Problem make_problem(const Shape &s, uint32_t max_splits) {
 
 struct Kernels {
     kl_kernel attn_bf16, attn_fp8, split_bf16, split_fp8, combine, combine_pdl;
+    kl_kernel attn_bf16_mma, attn_fp8_mma, split_bf16_mma, split_fp8_mma;
 } g_k;
 
-void launch_seed(const Problem &p, int run) {
+// Which launchers a row measures: the scalar GQA kernels or the tensor-core ones.
+enum class Impl { kScalar, kMma };
+bool g_have_pdl = false;
+kl_stream g_mma_stream = nullptr;  // the _mma rows' stream (PDL combine) when g_have_pdl
+
+void launch_seed(const Problem &p, int run, Impl impl = Impl::kScalar) {
     const CacheSet &c = p.sets[run % p.sets.size()];
     const Shape &s = p.shape;
+    if (impl == Impl::kMma) {
+        if (!s.fp8)
+            ok(kl_paged_decode_attn_bf16_gqa_mma(&g_k.attn_bf16_mma, p.q.as<kl_bf16>(), c.k.as<kl_bf16>(),
+                                                 c.v.as<kl_bf16>(), p.out.as<kl_bf16>(), c.tables.as<int32_t>(),
+                                                 p.lens.as<int32_t>(), p.blocks_per_seq, s.num_seqs, kNq, kNkv, kHd,
+                                                 kBs, kInvSqrtD, kNq * kHd, s.window, g_mma_stream),
+               "kl_paged_decode_attn_bf16_gqa_mma");
+        else
+            ok(kl_paged_decode_attn_fp8_gqa_mma(&g_k.attn_fp8_mma, p.q.as<kl_bf16>(), c.k.as<kl_fp8_e4m3>(),
+                                                c.v.as<kl_fp8_e4m3>(), p.out.as<kl_bf16>(), c.tables.as<int32_t>(),
+                                                p.lens.as<int32_t>(), p.blocks_per_seq, s.num_seqs, kNq, kNkv, kHd, kBs,
+                                                kInvSqrtD, 0.05f, 0.05f, kNq * kHd, p.block_elems, s.window,
+                                                g_mma_stream),
+               "kl_paged_decode_attn_fp8_gqa_mma");
+        return;
+    }
     if (!s.fp8)
         ok(kl_paged_decode_attn_bf16_gqa(&g_k.attn_bf16, p.q.as<kl_bf16>(), c.k.as<kl_bf16>(), c.v.as<kl_bf16>(),
                                          p.out.as<kl_bf16>(), c.tables.as<int32_t>(), p.lens.as<int32_t>(),
@@ -226,9 +258,34 @@ void launch_seed(const Problem &p, int run) {
            "kl_paged_decode_attn_fp8_gqa");
 }
 
-void launch_split(const Problem &p, int run, uint32_t splits) {
+void launch_split(const Problem &p, int run, uint32_t splits, Impl impl = Impl::kScalar) {
     const CacheSet &c = p.sets[run % p.sets.size()];
     const Shape &s = p.shape;
+    if (impl == Impl::kMma) {
+        if (!s.fp8)
+            ok(kl_paged_decode_split_bf16_gqa_mma(&g_k.split_bf16_mma, p.q.as<kl_bf16>(), c.k.as<kl_bf16>(),
+                                                  c.v.as<kl_bf16>(), p.ws.as<float>(), c.tables.as<int32_t>(),
+                                                  p.lens.as<int32_t>(), p.blocks_per_seq, s.num_seqs, kNq, kNkv, kHd,
+                                                  kBs, kInvSqrtD, kNq * kHd, s.window, splits, p.ws_bytes,
+                                                  g_mma_stream),
+               "kl_paged_decode_split_bf16_gqa_mma");
+        else
+            ok(kl_paged_decode_split_fp8_gqa_mma(&g_k.split_fp8_mma, p.q.as<kl_bf16>(), c.k.as<kl_fp8_e4m3>(),
+                                                 c.v.as<kl_fp8_e4m3>(), p.ws.as<float>(), c.tables.as<int32_t>(),
+                                                 p.lens.as<int32_t>(), p.blocks_per_seq, s.num_seqs, kNq, kNkv, kHd,
+                                                 kBs, kInvSqrtD, 0.05f, 0.05f, kNq * kHd, p.block_elems, s.window,
+                                                 splits, p.ws_bytes, g_mma_stream),
+               "kl_paged_decode_split_fp8_gqa_mma");
+        if (g_have_pdl)
+            ok(kl_paged_decode_split_combine_pdl(&g_k.combine_pdl, p.ws.as<float>(), p.out.as<kl_bf16>(), s.num_seqs,
+                                                 kNq, kHd, splits, p.ws_bytes, g_mma_stream),
+               "kl_paged_decode_split_combine_pdl");
+        else
+            ok(kl_paged_decode_split_combine(&g_k.combine, p.ws.as<float>(), p.out.as<kl_bf16>(), s.num_seqs, kNq,
+                                             kHd, splits, p.ws_bytes, g_mma_stream),
+               "kl_paged_decode_split_combine");
+        return;
+    }
     if (!s.fp8)
         ok(kl_paged_decode_split_bf16_gqa(&g_k.split_bf16, p.q.as<kl_bf16>(), c.k.as<kl_bf16>(), c.v.as<kl_bf16>(),
                                           p.ws.as<float>(), c.tables.as<int32_t>(), p.lens.as<int32_t>(),
@@ -273,12 +330,12 @@ uint32_t rule(const Problem &p) {
 }
 
 // What a caller following the header runs: the seed launcher at one split.
-void launch_dispatch(const Problem &p, int run) {
+void launch_dispatch(const Problem &p, int run, Impl impl = Impl::kScalar) {
     const uint32_t s = rule(p);
     if (s == 1)
-        launch_seed(p, run);
+        launch_seed(p, run, impl);
     else
-        launch_split(p, run, s);
+        launch_split(p, run, s, impl);
 }
 
 std::vector<float> download_out(const Problem &p) {
@@ -293,11 +350,45 @@ std::vector<float> download_out(const Problem &p) {
     return f;
 }
 
-// The split path at `splits` gives the seed kernel's output (set 0).
-void check_split_matches_seed(const Problem &p, uint32_t splits, const char *name) {
-    launch_seed(p, 0);
+// ||a - b|| / ||a||, and the count of non-finite elements.
+double rel_diff(const std::vector<float> &a, const std::vector<float> &b, size_t *nonfinite, double *r2_out) {
+    double d2 = 0, r2 = 0;
+    *nonfinite = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        if (!std::isfinite(a[i]) || !std::isfinite(b[i])) ++*nonfinite;
+        d2 += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+        r2 += double(a[i]) * a[i];
+    }
+    *r2_out = r2;
+    return r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
+}
+
+// The _mma seed-grid output against the scalar seed kernel's (set 0).
+void check_mma_matches_scalar(const Problem &p, const char *name) {
+    launch_seed(p, 0, Impl::kScalar);
+    ok(kl_cuda_synchronize(&g_cuda), "the scalar seed kernel");
     const std::vector<float> a = download_out(p);
-    launch_split(p, 0, splits);
+    ok(kl_cuda_memset_d8(&g_cuda, p.out.p, 0xFF, p.out.bytes), "poisoning the output");
+    launch_seed(p, 0, Impl::kMma);
+    ok(kl_cuda_synchronize(&g_cuda), "the _mma seed-grid kernel");
+    const std::vector<float> b = download_out(p);
+    size_t nonfinite = 0;
+    double r2 = 0;
+    const double rel = rel_diff(a, b, &nonfinite, &r2);
+    std::printf("  check %s: _mma vs the scalar seed kernel: ||diff|| / ||scalar|| = %.2e, %zu non-finite\n", name, rel,
+                nonfinite);
+    if (nonfinite != 0 || !(rel < 1e-2) || r2 == 0)
+        die(std::string("the _mma kernel's output differs from the scalar one's (") + name + ")");
+}
+
+// The split path at `splits` gives the seed kernel's output (set 0).
+void check_split_matches_seed(const Problem &p, uint32_t splits, const char *name, Impl impl = Impl::kScalar) {
+    launch_seed(p, 0, impl);
+    ok(kl_cuda_synchronize(&g_cuda), "the seed-grid kernel");
+    const std::vector<float> a = download_out(p);
+    ok(kl_cuda_memset_d8(&g_cuda, p.out.p, 0xFF, p.out.bytes), "poisoning the output");
+    launch_split(p, 0, splits, impl);
+    ok(kl_cuda_synchronize(&g_cuda), "the split path");
     const std::vector<float> b = download_out(p);
     double d2 = 0, r2 = 0;
     size_t nonfinite = 0;
@@ -360,6 +451,13 @@ int main(int argc, char **argv) {
     ok(kl_paged_decode_split_bf16_gqa_get(&g_k.split_bf16, &mod), "kl_paged_decode_split_bf16_gqa_get");
     ok(kl_paged_decode_split_fp8_gqa_get(&g_k.split_fp8, &mod), "kl_paged_decode_split_fp8_gqa_get");
     ok(kl_paged_decode_split_combine_get(&g_k.combine, &mod), "kl_paged_decode_split_combine_get");
+    ok(kl_paged_decode_attn_bf16_gqa_mma_get(&g_k.attn_bf16_mma, &mod), "kl_paged_decode_attn_bf16_gqa_mma_get");
+    ok(kl_paged_decode_attn_fp8_gqa_mma_get(&g_k.attn_fp8_mma, &mod), "kl_paged_decode_attn_fp8_gqa_mma_get");
+    ok(kl_paged_decode_split_bf16_gqa_mma_get(&g_k.split_bf16_mma, &mod), "kl_paged_decode_split_bf16_gqa_mma_get");
+    ok(kl_paged_decode_split_fp8_gqa_mma_get(&g_k.split_fp8_mma, &mod), "kl_paged_decode_split_fp8_gqa_mma_get");
+    g_have_pdl = kl_paged_decode_split_combine_pdl_get(&g_k.combine_pdl, &mod) == KL_SUCCESS;
+    if (g_have_pdl) cu(g_stream_create(&g_mma_stream, 0), "cuStreamCreate");
+    json_num("mma_split_combine_pdl", g_have_pdl ? 1 : 0);
     if (!kl_paged_decode_gqa_applies(&g_k.attn_bf16, kNq, kNkv, kHd)) die("the gqa4_d128 kernels do not fit 32/8 heads");
 
     // ---- copy bandwidth
@@ -375,30 +473,31 @@ int main(int argc, char **argv) {
     }
 
     const std::vector<uint32_t> sweep = {1, 2, 4, 8, 16};
-    auto bench_shape = [&](const char *key, const Shape &s, const std::vector<uint32_t> &splits_list,
-                           double *dispatch_us_out) {
-        uint32_t max_splits = 1;
-        for (uint32_t x : splits_list) max_splits = std::max(max_splits, x);
-        Problem p = make_problem(s, std::max(max_splits, KL_PAGED_DECODE_MAX_SPLITS));
+    // One shape's rows for one implementation, on a problem built once per
+    // shape (the scalar and the _mma rows read the same caches). Keys:
+    // <key>_seed_us, <key>_split<N>_us, <key>_dispatch_*.
+    auto bench_impl = [&](const std::string &k, const Problem &p, Impl impl, const std::vector<uint32_t> &splits_list,
+                          double *dispatch_us_out) {
+        const Shape &s = p.shape;
         const uint32_t r = rule(p);
-        std::printf("%-9s %u seqs x %u%s, %s, %.0f MiB of KV read, %zu sets; rule: %u split(s)\n", key, s.num_seqs,
-                    s.seq_len, s.window ? (" (window " + std::to_string(s.window) + ")").c_str() : "",
+        kl_stream st = impl == Impl::kMma ? g_mma_stream : nullptr;
+        std::printf("%-13s %u seqs x %u%s, %s, %.0f MiB of KV read, %zu sets; rule: %u split(s)\n", k.c_str(),
+                    s.num_seqs, s.seq_len, s.window ? (" (window " + std::to_string(s.window) + ")").c_str() : "",
                     s.fp8 ? "fp8" : "bf16", p.kv_bytes_read() / 1048576.0, p.sets.size(), r);
-        check_split_matches_seed(p, r > 1 ? r : 2, key);
-        const std::string k(key);
-        const double seed_us = median_us([&](int run) { launch_seed(p, run); });
+        check_split_matches_seed(p, r > 1 ? r : 2, k.c_str(), impl);
+        const double seed_us = median_us([&](int run) { launch_seed(p, run, impl); }, st);
         std::printf("  seed grid          %8.1f us  %7.1f GB/s  %.3f of copy\n", seed_us,
                     gbps(p.kv_bytes_read(), seed_us), gbps(p.kv_bytes_read(), seed_us) / copy_gbps);
         json_num(k + "_seed_us", seed_us);
         for (uint32_t n : splits_list) {
-            const double us = median_us([&](int run) { launch_split(p, run, n); });
+            const double us = median_us([&](int run) { launch_split(p, run, n, impl); }, st);
             std::printf("  split-KV %2u splits %8.1f us  %7.1f GB/s  %.3f of copy%s\n", n, us,
                         gbps(p.kv_bytes_read(), us), gbps(p.kv_bytes_read(), us) / copy_gbps,
                         n == r ? "  (the rule's count)" : "");
             json_num(k + "_split" + std::to_string(n) + "_us", us);
             g_split_frac[k + "/" + std::to_string(n)] = gbps(p.kv_bytes_read(), us) / copy_gbps;
         }
-        const double dus = median_us([&](int run) { launch_dispatch(p, run); });
+        const double dus = median_us([&](int run) { launch_dispatch(p, run, impl); }, st);
         const double frac = gbps(p.kv_bytes_read(), dus) / copy_gbps;
         std::printf("  dispatch (%2u)      %8.1f us  %7.1f GB/s  %.3f of copy  %.3g Mtokens/s\n", r, dus,
                     gbps(p.kv_bytes_read(), dus), frac, p.tokens() / dus);
@@ -411,39 +510,61 @@ int main(int argc, char **argv) {
         if (dispatch_us_out) *dispatch_us_out = dus;
         return r;
     };
+    // The scalar rows of a shape, then (mma) the _mma rows on the same problem.
+    auto bench_shape = [&](const char *key, const Shape &s, const std::vector<uint32_t> &splits_list,
+                           double *dispatch_us_out, bool mma = false, double *mma_us_out = nullptr) {
+        uint32_t max_splits = 1;
+        for (uint32_t x : splits_list) max_splits = std::max(max_splits, x);
+        Problem p = make_problem(s, std::max(max_splits, KL_PAGED_DECODE_MAX_SPLITS));
+        const uint32_t r = bench_impl(key, p, Impl::kScalar, splits_list, dispatch_us_out);
+        if (mma) {
+            check_mma_matches_scalar(p, key);
+            bench_impl(std::string(key) + "_mma", p, Impl::kMma, splits_list, mma_us_out);
+        }
+        return r;
+    };
 
-    double bf16_us = 0, fp8_us = 0;
-    bench_shape("gqa_bf16", Shape{32, 4096, 0, false}, sweep, &bf16_us);
-    bench_shape("gqa_fp8", Shape{32, 4096, 0, true}, sweep, &fp8_us);
-    std::printf("fp8 / bf16 tokens/s (dispatch): %.3f (target >= 1.6)\n", bf16_us / fp8_us);
+    double bf16_us = 0, fp8_us = 0, bf16_mma_us = 0, fp8_mma_us = 0;
+    bench_shape("gqa_bf16", Shape{32, 4096, 0, false}, sweep, &bf16_us, true, &bf16_mma_us);
+    bench_shape("gqa_fp8", Shape{32, 4096, 0, true}, sweep, &fp8_us, true, &fp8_mma_us);
+    std::printf("fp8 / bf16 tokens/s (dispatch): %.3f scalar, %.3f _mma (target >= 1.6); _mma fp8 over scalar bf16 "
+                "%.3f; _mma bf16 over scalar bf16 %.3f\n",
+                bf16_us / fp8_us, bf16_mma_us / fp8_mma_us, bf16_us / fp8_mma_us, bf16_us / bf16_mma_us);
     json_num("fp8_over_bf16_tokens_per_s", bf16_us / fp8_us);
+    json_num("mma_fp8_over_bf16_tokens_per_s", bf16_mma_us / fp8_mma_us);
+    json_num("mma_fp8_over_scalar_bf16_tokens_per_s", bf16_us / fp8_mma_us);
+    json_num("mma_bf16_over_scalar_bf16", bf16_us / bf16_mma_us);
 
     {
         // Issue 5's sweep: which split count brings one long sequence closest
         // to the copy bandwidth (8 x S blocks on the SMs: 15 -> 120 blocks,
-        // under one wave; 16.5 fills one wave of 132; 33 -> two whole waves).
-        std::vector<uint32_t> counts = {4, 8, 15, 16, 17, 24, 32, 33, 48, 64};
+        // under one wave; 16.5 fills one wave of 132; 33 -> two whole waves),
+        // for the scalar and the _mma split kernels.
+        std::vector<uint32_t> counts = {4, 8, 12, 15, 16, 17, 20, 24, 32, 33, 48, 64};
         const uint32_t r = kl_paged_decode_num_splits(1, kNkv, 32768, 0, kBs, sms);
         if (std::find(counts.begin(), counts.end(), r) == counts.end()) counts.push_back(r);
-        double dus = 0;
-        bench_shape("long_seq", Shape{1, 32768, 0, false}, counts, &dus);
-        // bench_shape recorded each count's fraction of copy; the best of the
+        double dus = 0, mma_dus = 0;
+        bench_shape("long_seq", Shape{1, 32768, 0, false}, counts, &dus, true, &mma_dus);
+        // bench_impl recorded each count's fraction of copy; the best of the
         // sweep beside the rule's choice.
-        uint32_t best_n = 0;
-        double best = 0, at_rule = 0;
-        std::printf("  sweep 1 x 32768 (bf16 GQA, partial + combine), fraction of copy:");
-        for (uint32_t n : counts) {
-            const double f = g_split_frac.at("long_seq/" + std::to_string(n));
-            std::printf(" %u: %.3f", n, f);
-            json_num("long_seq_sweep_split" + std::to_string(n) + "_fraction_of_copy", f);
-            if (best_n == 0 || f > best) best_n = n, best = f;
-            if (n == r) at_rule = f;
+        for (const std::string key : {"long_seq", "long_seq_mma"}) {
+            uint32_t best_n = 0;
+            double best = 0, at_rule = 0;
+            std::printf("  sweep %s 1 x 32768 (bf16 GQA, partial + combine), fraction of copy:", key.c_str());
+            for (uint32_t n : counts) {
+                const double f = g_split_frac.at(key + "/" + std::to_string(n));
+                std::printf(" %u: %.3f", n, f);
+                json_num(key + "_sweep_split" + std::to_string(n) + "_fraction_of_copy", f);
+                if (best_n == 0 || f > best) best_n = n, best = f;
+                if (n == r) at_rule = f;
+            }
+            std::printf("\n  best split count %u: %.3f of copy; the rule's (%u): %.3f of copy (%.3f of the best)\n",
+                        best_n, best, r, at_rule, at_rule / best);
+            json_num(key + "_sweep_best_splits", best_n);
+            json_num(key + "_sweep_best_fraction_of_copy", best);
+            json_num(key + "_sweep_rule_splits", r);
+            json_num(key + "_sweep_rule_fraction_of_copy", at_rule);
         }
-        std::printf("\n  best split count %u: %.3f of copy; the rule's (%u): %.3f of copy\n", best_n, best, r, at_rule);
-        json_num("long_seq_sweep_best_splits", best_n);
-        json_num("long_seq_sweep_best_fraction_of_copy", best);
-        json_num("long_seq_sweep_rule_splits", r);
-        json_num("long_seq_sweep_rule_fraction_of_copy", at_rule);
     }
 
     std::vector<double> window_us;
@@ -509,6 +630,7 @@ int main(int argc, char **argv) {
         cu(g_stream_destroy(stream), "cuStreamDestroy");
     }
 
+    if (g_mma_stream != nullptr) cu(g_stream_destroy(g_mma_stream), "cuStreamDestroy");
     kl_module_unload(&mod);
     if (json_path != nullptr) {
         FILE *f = std::fopen(json_path, "w");

@@ -51,6 +51,28 @@ def main():
                        if k.startswith("long_seq_sweep_split") and k.endswith("_fraction_of_copy"))
         rows.append(("1 x 32768 split-KV sweep: fraction of copy by split count (rule: %d)"
                      % b["long_seq_sweep_rule_splits"], ", ".join("%d: %.3f" % kv for kv in sweep), "(report)", ""))
+    # The tensor-core launchers (issue 10's targets).
+    if "gqa_bf16_mma_dispatch_us" in b:
+        row("_mma GQA bf16 32 x 4096: dispatch (%d split(s)), fraction of copy" % b["gqa_bf16_mma_rule_splits"],
+            b["gqa_bf16_mma_dispatch_fraction_of_copy"], "{:.3f}", 0.9)
+        row("_mma GQA bf16 32 x 4096: over the scalar kernel (time ratio)", b["mma_bf16_over_scalar_bf16"], "{:.3f}")
+        row("_mma GQA fp8 32 x 4096: tokens/s over _mma bf16", b["mma_fp8_over_bf16_tokens_per_s"], "{:.3f}", 1.6)
+        row("_mma GQA fp8 32 x 4096: tokens/s over scalar bf16", b["mma_fp8_over_scalar_bf16_tokens_per_s"], "{:.3f}")
+        row("_mma GQA fp8 32 x 4096: dispatch, fraction of copy (fp8 bytes)",
+            b["gqa_fp8_mma_dispatch_fraction_of_copy"], "{:.3f}")
+    if "long_seq_mma_dispatch_us" in b:
+        row("_mma 1 x 32768 split-KV (%d splits%s), fraction of copy"
+            % (b["long_seq_mma_rule_splits"], ", PDL combine" if b.get("mma_split_combine_pdl") else ""),
+            b["long_seq_mma_dispatch_fraction_of_copy"], "{:.3f}", 0.8)
+        row("_mma 1 x 32768 best split count (%d), fraction of copy" % b["long_seq_mma_sweep_best_splits"],
+            b["long_seq_mma_sweep_best_fraction_of_copy"], "{:.3f}", 0.8)
+        row("_mma 1 x 32768: the rule's count over the sweep's best (within 5%)",
+            b["long_seq_mma_sweep_rule_fraction_of_copy"] / b["long_seq_mma_sweep_best_fraction_of_copy"], "{:.3f}",
+            0.95)
+        sweep = sorted((int(k[len("long_seq_mma_sweep_split"):-len("_fraction_of_copy")]), v) for k, v in b.items()
+                       if k.startswith("long_seq_mma_sweep_split") and k.endswith("_fraction_of_copy"))
+        rows.append(("_mma 1 x 32768 sweep: fraction of copy by split count (rule: %d)"
+                     % b["long_seq_mma_sweep_rule_splits"], ", ".join("%d: %.3f" % kv for kv in sweep), "(report)", ""))
     for n in (8192, 16384, 32768):
         row("window 4096 over %d: time (us)" % n, b["window4096_len%d_dispatch_us" % n], "{:.1f}")
     row("window 4096: max / min time over 8192..32768 (flat)", b["window_max_over_min"], "{:.3f}", 1.1,
@@ -72,6 +94,9 @@ def main():
             row("torch SDPA: fraction of torch's own copy bandwidth", t["best_fraction_of_copy"], "{:.3f}")
             kl = b["gqa_bf16_kv_bytes"] / (b["gqa_bf16_dispatch_us"] * 1e3)
             row("klaunch dispatch over torch SDPA (K+V bytes/s)", kl / t["best_kv_gbps"], "{:.3f}", 1.0)
+            if "gqa_bf16_mma_dispatch_us" in b:
+                kl = b["gqa_bf16_mma_kv_bytes"] / (b["gqa_bf16_mma_dispatch_us"] * 1e3)
+                row("_mma dispatch over torch SDPA (K+V bytes/s)", kl / t["best_kv_gbps"], "{:.3f}", 1.0)
         else:
             rows.append(("torch SDPA", "n/a", "", t.get("error", "failed")))
 
