@@ -1,6 +1,8 @@
 // decode_bench: paged decode attention against the GPU's copy bandwidth.
 //
-//   decode_bench [--json FILE] [--runs N]
+//   decode_bench [--json FILE] [--runs N] [--only-gqa]
+//
+// --only-gqa: copy and the 32 x 4096 rows only (for a profiler's run).
 //
 // All kernel times are CUDA events around each run (cuEventRecord on the
 // legacy stream before and after), runs queued back to back, the median of
@@ -425,13 +427,16 @@ double gbps(uint64_t bytes, double us) { return bytes / (us * 1e3); }
 
 int main(int argc, char **argv) {
     const char *json_path = nullptr;
+    bool only_gqa = false;
     for (int i = 1; i < argc; i++) {
         if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc)
             json_path = argv[++i];
         else if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc)
             g_runs = std::max(3, std::atoi(argv[++i]));
+        else if (std::strcmp(argv[i], "--only-gqa") == 0)
+            only_gqa = true;
         else
-            die(std::string("unknown argument ") + argv[i] + " (decode_bench [--json FILE] [--runs N])");
+            die(std::string("unknown argument ") + argv[i] + " (decode_bench [--json FILE] [--runs N] [--only-gqa])");
     }
     init_decode_driver();
     char name[256] = "?";
@@ -534,6 +539,8 @@ int main(int argc, char **argv) {
     json_num("mma_fp8_over_bf16_tokens_per_s", bf16_mma_us / fp8_mma_us);
     json_num("mma_fp8_over_scalar_bf16_tokens_per_s", bf16_us / fp8_mma_us);
     json_num("mma_bf16_over_scalar_bf16", bf16_us / bf16_mma_us);
+    bool pdl_failed = false;
+    if (!only_gqa) {
 
     {
         // Issue 5's sweep: which split count brings one long sequence closest
@@ -581,7 +588,6 @@ int main(int argc, char **argv) {
     json_num("window_max_over_min", wmax / wmin);
 
     // ---- programmatic dependent launch: partial + combine, plain vs PDL
-    bool pdl_failed = false;
     if (kl_paged_decode_split_combine_pdl_get(&g_k.combine_pdl, &mod) != KL_SUCCESS) {
         std::printf("pdl       not measured: %s\n", kl_last_error_message());
         json_num("pdl_supported", 0);
@@ -630,6 +636,7 @@ int main(int argc, char **argv) {
         cu(g_stream_destroy(stream), "cuStreamDestroy");
     }
 
+    }  // !only_gqa
     if (g_mma_stream != nullptr) cu(g_stream_destroy(g_mma_stream), "cuStreamDestroy");
     kl_module_unload(&mod);
     if (json_path != nullptr) {

@@ -53,9 +53,10 @@
  *
  * NUMERICS (docs: the spec's doc text). fp32 accumulation everywhere; two
  * roundings the scalar core does not make: P = 2^(s - m) in [0, 1] is
- * rounded to the MMA's input type (f16 for fp8 caches, relative error <=
- * 2^-11; bf16 for bf16 caches, <= 2^-8) before P.V; l sums the unrounded
- * fp32 P. For fp8 caches Q is scaled by a power of two chosen from the
+ * rounded before P.V, to f16 for fp8 caches (relative error <= 2^-11), and
+ * for bf16 caches to a sum of two bf16 values (hi + lo, two MMAs: <=
+ * 2^-16; one bf16 alone, 2^-8, showed in outputs near zero of long
+ * sequences on the emulator); l sums the unrounded fp32 P. For fp8 caches Q is scaled by a power of two chosen from the
  * group's largest |q| (so max |q| lands in [2^14, 2^15)) and rounded to
  * f16, which keeps all of a bf16 value's bits unless it is below 2^-24 of
  * that maximum; the power of two is taken out of the fp32 scores again.
@@ -77,52 +78,50 @@
 
 #include "paged_decode_common.cuh"
 
-/* ---- one instruction each (the emulator supplies the same names) -------- */
+/* ---- the instructions (kl_ptx.cuh: one wrapper each, emulated by tests/emu) -- */
 
 /* d += a . b, m16n8k16, row.col, fp32 accumulators; F16 selects f16 inputs, else bf16. */
 template <bool F16>
 static __device__ __forceinline__ void paged_decode__mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
                                                          uint32_t a3, uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const uint32_t a[4] = {a0, a1, a2, a3};
     if constexpr (F16)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+        kl__mma_m16n8k16_f16(d, a, b0, b1);
     else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-#else
-    (void)d, (void)a0, (void)a1, (void)a2, (void)a3, (void)b0, (void)b1;
-    __trap(); /* the launchers need sm_80: the spec says so */
-#endif
+        kl__mma_m16n8k16_bf16(d, a, b0, b1);
 }
 
 /* The two E4M3 values in bits 0-15 of x as f16x2 (byte 0 in the low half),
- * in units of 1 / PAGED_DECODE__FP8_UNIT. */
+ * in units of 1 / PAGED_DECODE__FP8_UNIT: cvt.rn.f16x2.e4m3x2 (CUDA's
+ * intrinsic is that one instruction on sm_89+), or before sm_89 the bits
+ * placed into an f16 (value / 256, exact: paged_decode_common.cuh). */
 static __device__ __forceinline__ uint32_t paged_decode__e4m3x2_f16x2(uint32_t x) {
 #if !PAGED_DECODE__SOFT_FP8
-    uint32_t d;
-    asm("{ .reg .b16 t; cvt.u16.u32 t, %1; cvt.rn.f16x2.e4m3x2 %0, t; }" : "=r"(d) : "r"(x));
-    return d;
+    const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(x & 0xffffu), __NV_E4M3);
+    return (uint32_t)r.x | ((uint32_t)r.y << 16);
 #else
     const uint32_t t = __byte_perm(x, 0u, 0x7170); /* [b0, 0, b1, 0] */
     return ((t & 0x007f007fu) << 7) | ((t & 0x00800080u) << 8);
 #endif
 }
 
-/* Two floats as a packed pair of the MMA's input type, lo in bits 0-15. */
+/* Two floats as a packed pair of the MMA's input type (round to nearest
+ * even), lo in bits 0-15. */
 template <bool F16> static __device__ __forceinline__ uint32_t paged_decode__pack2(float lo, float hi) {
     if constexpr (F16) {
-        const __half2 h = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<const uint32_t *>(&h);
+        const __half2_raw r = __half2_raw(__floats2half2_rn(lo, hi));
+        return (uint32_t)r.x | ((uint32_t)r.y << 16);
     } else {
-        const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<const uint32_t *>(&h);
+        const __nv_bfloat162_raw r = __nv_bfloat162_raw(__floats2bfloat162_rn(lo, hi));
+        return (uint32_t)r.x | ((uint32_t)r.y << 16);
     }
 }
+
+/* Both halves of a bf16x2 as floats (exact), low half in .x. */
+static __device__ __forceinline__ float2 paged_decode__bf16x2_float2(uint32_t h) {
+    return make_float2(__uint_as_float(h << 16), __uint_as_float(h & 0xffff0000u));
+}
+
 
 /* ---- loads ------------------------------------------------------------------ */
 
@@ -375,6 +374,15 @@ static __device__ __forceinline__ void paged_decode__mma_core(
         }
         const uint32_t pb0 = paged_decode__pack2<F16>(p[0][0], p[0][1]);
         const uint32_t pb1 = paged_decode__pack2<F16>(p[1][0], p[1][1]);
+        /* bf16 keeps 8 bits of p: its rounding error would show in outputs
+         * near zero. So p = hi + lo, both bf16 (16 bits together), and P.V
+         * is two MMAs. f16's 11 bits are enough for fp8's 4-bit values. */
+        uint32_t pl0 = 0u, pl1 = 0u;
+        if constexpr (!F16) {
+            const float2 h0 = paged_decode__bf16x2_float2(pb0), h1 = paged_decode__bf16x2_float2(pb1);
+            pl0 = paged_decode__pack2<false>(p[0][0] - h0.x, p[0][1] - h0.y);
+            pl1 = paged_decode__pack2<false>(p[1][0] - h1.x, p[1][1] - h1.y);
+        }
         /* O^T += V^T P^T over 8 m-tiles of 16 dims. */
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
@@ -394,6 +402,7 @@ static __device__ __forceinline__ void paged_decode__mma_core(
                 a3 = __byte_perm(x.v[2][i], x.v[3][i], 0x7632u);
             }
             paged_decode__mma<F16>(o[i], a0, a1, a2, a3, pb0, pb1);
+            if constexpr (!F16) paged_decode__mma<false>(o[i], a0, a1, a2, a3, pl0, pl1);
         }
     };
 

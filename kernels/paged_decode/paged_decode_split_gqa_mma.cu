@@ -17,14 +17,6 @@
 #error "klaunch/paged_decode.cuh did not define the GQA pack constants; regenerate it from specs/paged_decode.yaml"
 #endif
 
-/* Programmatic dependent launch: as in paged_decode_split_fp8_gqa.cu, a
- * dependent combine may start once every block has passed here; it waits
- * for this grid's completion before reading the workspace. */
-static __device__ __forceinline__ void paged_decode__launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 
 extern "C" __global__ void __launch_bounds__(PAGED_DECODE__THREADS, 1)
 paged_decode_split_bf16_gqa_mma(const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache,
@@ -32,7 +24,10 @@ paged_decode_split_bf16_gqa_mma(const __nv_bfloat16 *q, const __nv_bfloat16 *k_c
                                 const int32_t *seq_lens, uint32_t max_blocks_per_seq, uint32_t num_seqs,
                                 uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t head_dim, uint32_t block_size,
                                 float inv_sqrt_d, uint32_t q_stride, uint32_t sliding_window, uint32_t num_splits) {
-    paged_decode__launch_dependents();
+    /* Programmatic dependent launch, as in paged_decode_split_fp8_gqa.cu: a
+     * dependent combine may start once every block has passed here; it
+     * waits for this grid's completion before reading the workspace. */
+    kl__griddep_launch_dependents();
     constexpr int NH = DECODE_GQA_PACK_WIDTH;
     static_assert(DECODE_GQA_PACK_HEAD_DIM == 128, "the MMA layout is for head dim 128");
     __shared__ paged_decode__gqa_smem<NH, 128> sm;
@@ -62,7 +57,10 @@ paged_decode_split_fp8_gqa_mma(const __nv_bfloat16 *q, const __nv_fp8_e4m3 *k_ca
                                uint32_t num_kv_heads, uint32_t head_dim, uint32_t block_size, float inv_sqrt_d,
                                float k_scale, float v_scale, uint32_t q_stride, uint64_t cache_stride,
                                uint32_t sliding_window, uint32_t num_splits) {
-    paged_decode__launch_dependents();
+    /* Programmatic dependent launch, as in paged_decode_split_fp8_gqa.cu: a
+     * dependent combine may start once every block has passed here; it
+     * waits for this grid's completion before reading the workspace. */
+    kl__griddep_launch_dependents();
     constexpr int NH = DECODE_GQA_PACK_WIDTH;
     __shared__ paged_decode__gqa_smem<NH, 128> sm;
     if (head_dim != 128u || num_q_heads != num_kv_heads * (uint32_t)NH || block_size == 0u || num_splits == 0u)
