@@ -37,18 +37,23 @@ part() { # part NAME SECONDS COMMAND...
 
 nvidia-smi >"$dir/nvidia-smi.txt" 2>&1
 head -n 15 "$dir/nvidia-smi.txt" >>"$summary"
-part test_paged_decode 120 "$here/paged_decode_test"
-part test_paged_decode_split 150 "$here/paged_decode_split_test"
+part test_paged_decode 90 "$here/paged_decode_test"
+part test_paged_decode_split 110 "$here/paged_decode_split_test"
 part bench 150 bash -c "'$here/decode_bench' --json '$dir/decode_bench.json' &&
   python3 '$here/torch_sdpa.py' --json '$dir/torch_sdpa.json' > '$dir/torch_sdpa_out.txt' 2>&1;
   python3 '$here/table.py' '$dir/decode_bench.json' --torch '$dir/torch_sdpa.json'"
-small='*GqaOffAlignmentCache*:*Fp8GqaInterleavedAndOffAlignmentCache*'
+# Small shapes on both paths of every _mma kernel: off-alignment (general
+# path), interleaved fp8 and large scores at block size 16 (fast path).
+small='*GqaOffAlignmentCache*:*Fp8GqaInterleavedAndOffAlignmentCache*:*LargeScores*'
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-part memcheck 60 "$cs" --tool memcheck --error-exitcode 9 "$here/paged_decode_test" --gtest_filter="$small"
-part memcheck_split 60 "$cs" --tool memcheck --error-exitcode 9 "$here/paged_decode_split_test" --gtest_filter="$small"
-part racecheck 60 "$cs" --tool racecheck --error-exitcode 9 "$here/paged_decode_test" --gtest_filter="$small"
+part memcheck 45 "$cs" --tool memcheck --error-exitcode 9 "$here/paged_decode_test" --gtest_filter="$small"
+part memcheck_split 45 "$cs" --tool memcheck --error-exitcode 9 "$here/paged_decode_split_test" --gtest_filter="$small"
+part racecheck 45 "$cs" --tool racecheck --error-exitcode 9 "$here/paged_decode_test" --gtest_filter="$small"
 ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-part ncu 80 "$ncu" --clock-control none -k regex:'gqa_mma$' -c 2 --section SpeedOfLight --section Occupancy \
-  --section WarpStateStats --section MemoryWorkloadAnalysis "$here/decode_bench" --runs 3 --only-gqa
+for k in bf16 fp8; do
+  part "ncu_$k" 50 "$ncu" --clock-control none -k "paged_decode_attn_${k}_gqa_mma" -c 1 --section SpeedOfLight \
+    --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats \
+    "$here/decode_bench" --runs 3 --only-gqa
+done
 tar czf "$out/decode.tgz" -C "$out" decode
 echo "bundled $(du -sh "$out/decode.tgz" | cut -f1)"
