@@ -541,6 +541,29 @@ template <int NH, int HD> struct paged_decode__gqa_smem {
     float l[PAGED_DECODE__WARPS][NH];
 };
 
+/* The block's merge of the packed cores: every warp has left its state per
+ * head in sm (m, l and the accumulator row; m = -inf for none); after the
+ * barrier each thread merges elements of the NH x HD output over the 8
+ * warps (log-sum-exp rescale to the common max) and hands them to Out::put. */
+template <int NH, int HD, class Out>
+static __device__ __forceinline__ void paged_decode__gqa_merge(paged_decode__gqa_smem<NH, HD> &sm, const Out &out) {
+    __syncthreads();
+    for (uint32_t i = threadIdx.x; i < (uint32_t)(NH * HD); i += PAGED_DECODE__THREADS) {
+        const uint32_t h = i / HD, d = i % HD;
+        float mm = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < PAGED_DECODE__WARPS; ++w) mm = fmaxf(mm, sm.m[w][h]);
+        float lt = 0.0f, o = 0.0f;
+#pragma unroll
+        for (int w = 0; w < PAGED_DECODE__WARPS; ++w) {
+            const float f = sm.m[w][h] == -INFINITY ? 0.0f : paged_decode__exp2(sm.m[w][h] - mm);
+            lt = fmaf(sm.l[w][h], f, lt);
+            o = fmaf(sm.acc[w][h][d], f, o);
+        }
+        out.put(h, d, (uint32_t)HD, mm, lt, o);
+    }
+}
+
 template <int X> struct paged_decode__log2 {
     static_assert(X > 0 && (X & (X - 1)) == 0, "a power of two");
     static constexpr int value = X == 1 ? 0 : 1 + paged_decode__log2<(X > 1 ? X / 2 : 1)>::value;
@@ -751,22 +774,7 @@ static __device__ __forceinline__ void paged_decode__gqa_core(
             sm.l[warp][my_h] = l;
         }
     }
-    __syncthreads();
-
-    for (uint32_t i = tid; i < (uint32_t)(NH * HD); i += PAGED_DECODE__THREADS) {
-        const uint32_t h = i / HD, d = i % HD;
-        float mm = -INFINITY;
-#pragma unroll
-        for (int w = 0; w < PAGED_DECODE__WARPS; ++w) mm = fmaxf(mm, sm.m[w][h]);
-        float lt = 0.0f, o = 0.0f;
-#pragma unroll
-        for (int w = 0; w < PAGED_DECODE__WARPS; ++w) {
-            const float f = sm.m[w][h] == -INFINITY ? 0.0f : paged_decode__exp2(sm.m[w][h] - mm);
-            lt = fmaf(sm.l[w][h], f, lt);
-            o = fmaf(sm.acc[w][h][d], f, o);
-        }
-        out.put(h, d, (uint32_t)HD, mm, lt, o);
-    }
+    paged_decode__gqa_merge<NH, HD>(sm, out);
 }
 
 #endif /* KLAUNCH_KERNELS_PAGED_DECODE_COMMON_CUH */

@@ -446,32 +446,18 @@ static __device__ __forceinline__ void paged_decode__mma_core(
             }
         }
     }
-    __syncthreads();
-
-    for (uint32_t i = tid; i < (uint32_t)(NH * HD); i += PAGED_DECODE__THREADS) {
-        const uint32_t h = i / HD, d = i % HD;
-        float mm = -INFINITY;
-#pragma unroll
-        for (int w = 0; w < PAGED_DECODE__WARPS; ++w) mm = fmaxf(mm, sm.m[w][h]);
-        float lt = 0.0f, ov = 0.0f;
-#pragma unroll
-        for (int w = 0; w < PAGED_DECODE__WARPS; ++w) {
-            const float f = sm.m[w][h] == -INFINITY ? 0.0f : paged_decode__exp2(sm.m[w][h] - mm);
-            lt = fmaf(sm.l[w][h], f, lt);
-            ov = fmaf(sm.acc[w][h][d], f, ov);
-        }
-        out.put(h, d, (uint32_t)HD, mm, lt, ov);
-    }
+    paged_decode__gqa_merge<NH, HD>(sm, out);
 }
 
 #define PAGED_DECODE__MMA_NBUF_BF16 2
-#define PAGED_DECODE__MMA_NBUF_FP8 3
+#define PAGED_DECODE__MMA_NBUF_FP8 4
 
 /* What every *_gqa_mma kernel does once it has its (begin, end): the
  * head's pointers, the path (fast when block_size % 16 == 0 and the rows
  * are 16-byte aligned: both cache pointers, and block_stride's bytes), and
  * the core. Tiles in flight per warp on the fast path: 2 for bf16 (8 KiB
- * each), 3 for fp8 (4 KiB each), counted in the file header. */
+ * each, 255 registers), 4 for fp8 (4 KiB each, 247 registers: with 3 the
+ * H200 run showed 35% of the stalls on global loads). */
 template <bool FP8, int NH, class Out>
 static __device__ __forceinline__ void paged_decode__mma_run(
     paged_decode__gqa_smem<NH, 128> &sm, const __nv_bfloat16 *q_grp, const void *k_cache,

@@ -14,7 +14,8 @@
 // launch with the thread and address); outputs and the workspace start
 // poisoned (NaN) with guards. Checked against the float64 reference as the
 // GPU tests check: ||out - ref|| / ||ref|| < 1e-2, every element within
-// 1e-3 max|ref| + 1e-2 |ref|, zeros for length 0, guards untouched.
+// 1e-3 max|ref| + 1e-2 |ref|, zeros for length 0, guards untouched; the
+// split workspace record by record as paged_decode_split_test checks it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -29,6 +30,7 @@
 #include "tests/emu/emu_test_util.h"
 #include "tests/paged_decode/paged_decode_problem.h"
 #include "tests/paged_decode/paged_decode_reference.h"
+#include "tests/paged_decode/paged_decode_split_check.h"
 
 namespace {
 
@@ -104,7 +106,9 @@ class MmaEmulatedTest : public ::testing::TestWithParam<int> {
         } else {
             const uint64_t ws_bytes =
                 kl_paged_decode_split_workspace_bytes(g.num_seqs, g.num_q_heads, g.head_dim, splits);
-            emu::Buffer<float> ws(ws_bytes / 4, Access::kReadWrite, "workspace");
+            // kWsGuard poisoned floats after the workspace, inside the
+            // registration: check_workspace reads them back.
+            emu::Buffer<float> ws(ws_bytes / 4 + paged_decode_problem::kWsGuard, Access::kReadWrite, "workspace");
             if (!fp8) {
                 KL_EMU_ASSERT_OK(kl_paged_decode_split_bf16_gqa_mma_get(&k, m));
                 KL_EMU_ASSERT_OK(kl_paged_decode_split_bf16_gqa_mma(
@@ -119,6 +123,9 @@ class MmaEmulatedTest : public ::testing::TestWithParam<int> {
                     g.q_stride, p.cache_stride, g.sliding_window, splits, ws_bytes, nullptr));
             }
             EXPECT_TRUE(ws.guards_intact()) << "the partial kernel wrote past the workspace";
+            // Record by record: empty splits (-inf, 0) with acc untouched,
+            // m, the log-sum-exp and acc / l of the others (paged_decode_split_check.h).
+            paged_decode_problem::check_workspace(p, c, splits, std::vector<float>(ws.data(), ws.data() + ws.size()));
             kl_kernel comb;
             KL_EMU_ASSERT_OK(kl_paged_decode_split_combine_get(&comb, m));
             KL_EMU_ASSERT_OK(kl_paged_decode_split_combine(&comb, ws.data(), out.data(), g.num_seqs, g.num_q_heads,
