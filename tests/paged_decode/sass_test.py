@@ -1,0 +1,93 @@
+"""SASS checks of the paged decode cubins (bench/decode/sass_count.py reads
+the same listing): what the tensor-core launchers are meant to compile to,
+read from every sm_90 cubin the build makes (both variants).
+
+- every `*_gqa_mma` kernel issues HMMA (tensor cores) and no FFMA-per-
+  element main loop: its innermost cache loops hold HMMA;
+- the fp8 `*_mma` kernels convert E4M3 with the packed cvt
+  (F2FP.F16.E4M3.UNPACK_B, two values an instruction), in their loops;
+- no decode kernel touches local memory (LDL/STL: spills).
+
+Needs cuobjdump (PyPI nvidia-cuda-cuobjdump, or the CUDA toolkit's): found
+on PATH, in $CUDA_PATH/bin, /usr/local/cuda/bin, or a venv named by
+$KL_CUOBJDUMP. Without one every check is skipped, saying so.
+"""
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "decode"))
+import sass_count  # noqa: E402
+
+
+def find_cuobjdump():
+    cands = [os.environ.get("KL_CUOBJDUMP"), shutil.which("cuobjdump")]
+    for d in (os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if d:
+            cands.append(os.path.join(d, "bin", "cuobjdump"))
+    cands += glob.glob("/usr/local/lib/python3*/dist-packages/nvidia/cu*/bin/cuobjdump")
+    for c in cands:
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    return None
+
+
+def cubins():
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.join(here, "..", "..")
+    found = sorted(glob.glob(os.path.join(root, "kernels", "paged_decode_*.sm_90.cubin")))
+    return found
+
+
+class DecodeSass(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tool = find_cuobjdump()
+        cls.funcs = {}
+        if cls.tool is None:
+            return
+        for c in cubins():
+            text = subprocess.run([cls.tool, "-sass", c], check=True, capture_output=True, text=True).stdout
+            cls.funcs[os.path.basename(c)] = sass_count.functions(text)
+
+    def setUp(self):
+        if self.tool is None:
+            self.skipTest("no cuobjdump (PyPI nvidia-cuda-cuobjdump or the CUDA toolkit's) on this machine")
+        self.assertTrue(self.funcs, "no paged_decode sm_90 cubin in the test's data")
+
+    def each(self, pred):
+        for cubin, funcs in self.funcs.items():
+            for name, ins in funcs.items():
+                if pred(name):
+                    yield cubin, name, ins
+
+    def test_mma_kernels_run_their_cache_loops_on_tensor_cores(self):
+        seen = 0
+        for cubin, name, ins in self.each(lambda n: n.endswith("_gqa_mma")):
+            seen += 1
+            loops = [sass_count.summary(ins, lo, hi) for lo, hi in sass_count.loops(ins)]
+            cache_loops = [s for s in loops if s["load_bytes"] >= 16]
+            self.assertTrue(cache_loops, "%s %s: no cache loop found" % (cubin, name))
+            for s in cache_loops:
+                self.assertGreater(s["hmma"], 0, "%s %s: a cache loop without HMMA" % (cubin, name))
+                self.assertLess(s["ffma"], 8, "%s %s: a cache loop doing per-element FFMA" % (cubin, name))
+        self.assertEqual(seen, 4 * len(self.funcs), "want 4 *_gqa_mma kernels per cubin")
+
+    def test_fp8_mma_kernels_use_the_packed_e4m3_cvt(self):
+        for cubin, name, ins in self.each(lambda n: "fp8" in n and n.endswith("_mma")):
+            for lo, hi in sass_count.loops(ins):
+                s = sass_count.summary(ins, lo, hi)
+                if s["load_bytes"] >= 16:
+                    self.assertGreater(s["fp8_packed_cvt"], 0, "%s %s: a cache loop without the packed cvt" % (cubin, name))
+
+    def test_no_decode_kernel_spills_to_local_memory(self):
+        for cubin, name, ins in self.each(lambda n: n.startswith("paged_decode")):
+            s = sass_count.summary(ins, 0, 1 << 40)
+            self.assertEqual(s["local"], 0, "%s %s: LDL/STL (spills)" % (cubin, name))
+
+
+if __name__ == "__main__":
+    unittest.main()
