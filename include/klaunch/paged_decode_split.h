@@ -121,7 +121,12 @@ static inline uint64_t kl_paged_decode_split_workspace_bytes(uint32_t num_seqs, 
  * 2026-11-29): S0 = 15 (120 blocks, 91% busy, one wave) 0.61 of copy
  * bandwidth; S = floor(132 / 8) = 16 (128 blocks, 97%, one wave, 2048
  * positions a split) 0.64, the best of the sweep; a second wave costs more
- * than it fills (17: 0.41, 32: 0.52, 33: 0.51, 64: 0.40).
+ * than it fills (17: 0.41, 32: 0.52, 33: 0.51, 64: 0.40). Measured again
+ * for the tensor-core partials (paged_decode_split_bf16_gqa_mma, PDL
+ * combine; H200, 2026-12-01, two runs): 8: 0.64, 12: 0.73, 15: 0.72, 16:
+ * 0.72, 17: 0.52, 32: 0.56, 64: 0.42; they too hold one block per SM, so
+ * the same sm_count applies and the rule's 16 is 0.98-0.99 of the best
+ * (12). docs/PERFORMANCE.md has the sweeps.
  *
  * So the seed grid stays (S = 1) whenever base >= 9 * sm_count; e.g. on
  * 132 multiprocessors: 32 sequences x 8 KV heads (256 blocks, 97% busy, 2

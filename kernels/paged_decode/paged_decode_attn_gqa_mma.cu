@@ -12,7 +12,7 @@
  * Fast path when block_size % 16 == 0 and the caches' rows are 16-byte
  * aligned (bf16: both pointers; fp8: both pointers and cache_stride % 16);
  * the general path otherwise. Tiles in flight per warp: 2 for bf16 (8 KiB
- * a warp), 4 for fp8 (three 4 KiB tiles arriving while one is computed).
+ * a warp), 3 for fp8 (two 4 KiB tiles arriving while one is computed).
  */
 
 #include "paged_decode_mma.cuh"

@@ -450,14 +450,14 @@ static __device__ __forceinline__ void paged_decode__mma_core(
 }
 
 #define PAGED_DECODE__MMA_NBUF_BF16 2
-#define PAGED_DECODE__MMA_NBUF_FP8 4
+#define PAGED_DECODE__MMA_NBUF_FP8 3
 
 /* What every *_gqa_mma kernel does once it has its (begin, end): the
  * head's pointers, the path (fast when block_size % 16 == 0 and the rows
  * are 16-byte aligned: both cache pointers, and block_stride's bytes), and
  * the core. Tiles in flight per warp on the fast path: 2 for bf16 (8 KiB
- * each, 255 registers), 4 for fp8 (4 KiB each, 247 registers: with 3 the
- * H200 run showed 35% of the stalls on global loads). */
+ * each, 255 registers), 3 for fp8 (4 KiB each, 221 registers; 4, at 251,
+ * measured 1.5% slower on the H200: docs/PERFORMANCE.md). */
 template <bool FP8, int NH, class Out>
 static __device__ __forceinline__ void paged_decode__mma_run(
     paged_decode__gqa_smem<NH, 128> &sm, const __nv_bfloat16 *q_grp, const void *k_cache,

@@ -21,6 +21,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "decode"))
 import sass_count  # noqa: E402
+import junit_unittest  # noqa: E402
 
 
 def find_cuobjdump():
@@ -90,4 +91,4 @@ class DecodeSass(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    junit_unittest.main()
