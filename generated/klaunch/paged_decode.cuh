@@ -77,6 +77,10 @@
 #define KL_THREADS_paged_decode_attn_bf16_gqa 256
 #define KL_BLOCK_X_paged_decode_attn_fp8_gqa 256
 #define KL_THREADS_paged_decode_attn_fp8_gqa 256
+#define KL_BLOCK_X_paged_decode_attn_bf16_gqa_mma 256
+#define KL_THREADS_paged_decode_attn_bf16_gqa_mma 256
+#define KL_BLOCK_X_paged_decode_attn_fp8_gqa_mma 256
+#define KL_THREADS_paged_decode_attn_fp8_gqa_mma 256
 #define KL_BLOCK_X_paged_decode_split_bf16 256
 #define KL_THREADS_paged_decode_split_bf16 256
 #define KL_BLOCK_X_paged_decode_split_fp8 256
@@ -85,6 +89,10 @@
 #define KL_THREADS_paged_decode_split_bf16_gqa 256
 #define KL_BLOCK_X_paged_decode_split_fp8_gqa 256
 #define KL_THREADS_paged_decode_split_fp8_gqa 256
+#define KL_BLOCK_X_paged_decode_split_bf16_gqa_mma 256
+#define KL_THREADS_paged_decode_split_bf16_gqa_mma 256
+#define KL_BLOCK_X_paged_decode_split_fp8_gqa_mma 256
+#define KL_THREADS_paged_decode_split_fp8_gqa_mma 256
 #define KL_BLOCK_X_paged_decode_split_combine 128
 #define KL_THREADS_paged_decode_split_combine 128
 #define KL_BLOCK_X_paged_decode_split_combine_pdl 128
@@ -111,6 +119,15 @@
     const int32_t *seq_lens, uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads, \
     uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, float k_scale, float v_scale, \
     uint32_t q_stride, uint64_t cache_stride, uint32_t sliding_window
+#define KL_PARAMS_paged_decode_attn_bf16_gqa_mma const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache, \
+    const __nv_bfloat16 *v_cache, __nv_bfloat16 *output, const int32_t *block_tables, \
+    const int32_t *seq_lens, uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads, \
+    uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, uint32_t q_stride, uint32_t sliding_window
+#define KL_PARAMS_paged_decode_attn_fp8_gqa_mma const __nv_bfloat16 *q, const __nv_fp8_e4m3 *k_cache, \
+    const __nv_fp8_e4m3 *v_cache, __nv_bfloat16 *output, const int32_t *block_tables, \
+    const int32_t *seq_lens, uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads, \
+    uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, float k_scale, float v_scale, \
+    uint32_t q_stride, uint64_t cache_stride, uint32_t sliding_window
 #define KL_PARAMS_paged_decode_split_bf16 const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache, \
     const __nv_bfloat16 *v_cache, float *workspace, const int32_t *block_tables, const int32_t *seq_lens, \
     uint32_t max_blocks_per_seq, uint32_t num_seqs, uint32_t num_q_heads, uint32_t num_kv_heads, \
@@ -127,6 +144,16 @@
     uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, uint32_t q_stride, uint32_t sliding_window, \
     uint32_t num_splits
 #define KL_PARAMS_paged_decode_split_fp8_gqa const __nv_bfloat16 *q, const __nv_fp8_e4m3 *k_cache, \
+    const __nv_fp8_e4m3 *v_cache, float *workspace, const int32_t *block_tables, const int32_t *seq_lens, \
+    uint32_t max_blocks_per_seq, uint32_t num_seqs, uint32_t num_q_heads, uint32_t num_kv_heads, \
+    uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, float k_scale, float v_scale, \
+    uint32_t q_stride, uint64_t cache_stride, uint32_t sliding_window, uint32_t num_splits
+#define KL_PARAMS_paged_decode_split_bf16_gqa_mma const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache, \
+    const __nv_bfloat16 *v_cache, float *workspace, const int32_t *block_tables, const int32_t *seq_lens, \
+    uint32_t max_blocks_per_seq, uint32_t num_seqs, uint32_t num_q_heads, uint32_t num_kv_heads, \
+    uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, uint32_t q_stride, uint32_t sliding_window, \
+    uint32_t num_splits
+#define KL_PARAMS_paged_decode_split_fp8_gqa_mma const __nv_bfloat16 *q, const __nv_fp8_e4m3 *k_cache, \
     const __nv_fp8_e4m3 *v_cache, float *workspace, const int32_t *block_tables, const int32_t *seq_lens, \
     uint32_t max_blocks_per_seq, uint32_t num_seqs, uint32_t num_q_heads, uint32_t num_kv_heads, \
     uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, float k_scale, float v_scale, \
