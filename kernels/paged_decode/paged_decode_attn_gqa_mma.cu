@@ -21,12 +21,8 @@
 #error "klaunch/paged_decode.cuh did not define the GQA pack constants; regenerate it from specs/paged_decode.yaml"
 #endif
 
-extern "C" __global__ void __launch_bounds__(PAGED_DECODE__THREADS, 1)
-paged_decode_attn_bf16_gqa_mma(const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache, const __nv_bfloat16 *v_cache,
-                               __nv_bfloat16 *output, const int32_t *block_tables, const int32_t *seq_lens,
-                               uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads,
-                               uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, uint32_t q_stride,
-                               uint32_t sliding_window) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_paged_decode_attn_bf16_gqa_mma, 1)
+paged_decode_attn_bf16_gqa_mma(KL_PARAMS_paged_decode_attn_bf16_gqa_mma) {
     constexpr int NH = DECODE_GQA_PACK_WIDTH;
     static_assert(DECODE_GQA_PACK_HEAD_DIM == 128, "the MMA layout is for head dim 128");
     __shared__ paged_decode__gqa_smem<NH, 128> sm;
@@ -41,12 +37,8 @@ paged_decode_attn_bf16_gqa_mma(const __nv_bfloat16 *q, const __nv_bfloat16 *k_ca
                                  (uint64_t)block_size * num_kv_heads * 128u, inv_sqrt_d * PAGED_DECODE__LOG2E);
 }
 
-extern "C" __global__ void __launch_bounds__(PAGED_DECODE__THREADS, 1)
-paged_decode_attn_fp8_gqa_mma(const __nv_bfloat16 *q, const __nv_fp8_e4m3 *k_cache, const __nv_fp8_e4m3 *v_cache,
-                              __nv_bfloat16 *output, const int32_t *block_tables, const int32_t *seq_lens,
-                              uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads,
-                              uint32_t head_dim, uint32_t block_size, float inv_sqrt_d, float k_scale, float v_scale,
-                              uint32_t q_stride, uint64_t cache_stride, uint32_t sliding_window) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_paged_decode_attn_fp8_gqa_mma, 1)
+paged_decode_attn_fp8_gqa_mma(KL_PARAMS_paged_decode_attn_fp8_gqa_mma) {
     constexpr int NH = DECODE_GQA_PACK_WIDTH;
     __shared__ paged_decode__gqa_smem<NH, 128> sm;
     if (head_dim != 128u || num_q_heads != num_kv_heads * (uint32_t)NH || block_size == 0u) return;

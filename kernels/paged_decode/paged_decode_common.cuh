@@ -66,7 +66,11 @@ static_assert(KL_THREADS_paged_decode_attn_fp8 == PAGED_DECODE__THREADS &&
                   KL_THREADS_paged_decode_split_bf16 == PAGED_DECODE__THREADS &&
                   KL_THREADS_paged_decode_split_fp8 == PAGED_DECODE__THREADS &&
                   KL_THREADS_paged_decode_split_bf16_gqa == PAGED_DECODE__THREADS &&
-                  KL_THREADS_paged_decode_split_fp8_gqa == PAGED_DECODE__THREADS,
+                  KL_THREADS_paged_decode_split_fp8_gqa == PAGED_DECODE__THREADS &&
+                  KL_THREADS_paged_decode_attn_bf16_gqa_mma == PAGED_DECODE__THREADS &&
+                  KL_THREADS_paged_decode_attn_fp8_gqa_mma == PAGED_DECODE__THREADS &&
+                  KL_THREADS_paged_decode_split_bf16_gqa_mma == PAGED_DECODE__THREADS &&
+                  KL_THREADS_paged_decode_split_fp8_gqa_mma == PAGED_DECODE__THREADS,
               "specs/paged_decode.yaml gives its attention and split kernels one block size");
 #define PAGED_DECODE__WARPS (PAGED_DECODE__THREADS / 32)
 /* The plain kernels keep one fp32 row per warp in shared memory and a head's

@@ -18,12 +18,8 @@
 #endif
 
 
-extern "C" __global__ void __launch_bounds__(PAGED_DECODE__THREADS, 1)
-paged_decode_split_bf16_gqa_mma(const __nv_bfloat16 *q, const __nv_bfloat16 *k_cache,
-                                const __nv_bfloat16 *v_cache, float *workspace, const int32_t *block_tables,
-                                const int32_t *seq_lens, uint32_t max_blocks_per_seq, uint32_t num_seqs,
-                                uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t head_dim, uint32_t block_size,
-                                float inv_sqrt_d, uint32_t q_stride, uint32_t sliding_window, uint32_t num_splits) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_paged_decode_split_bf16_gqa_mma, 1)
+paged_decode_split_bf16_gqa_mma(KL_PARAMS_paged_decode_split_bf16_gqa_mma) {
     /* Programmatic dependent launch, as in paged_decode_split_fp8_gqa.cu: a
      * dependent combine may start once every block has passed here; it
      * waits for this grid's completion before reading the workspace. */
@@ -50,13 +46,8 @@ paged_decode_split_bf16_gqa_mma(const __nv_bfloat16 *q, const __nv_bfloat16 *k_c
                                  (uint64_t)block_size * num_kv_heads * 128u, inv_sqrt_d * PAGED_DECODE__LOG2E);
 }
 
-extern "C" __global__ void __launch_bounds__(PAGED_DECODE__THREADS, 1)
-paged_decode_split_fp8_gqa_mma(const __nv_bfloat16 *q, const __nv_fp8_e4m3 *k_cache, const __nv_fp8_e4m3 *v_cache,
-                               float *workspace, const int32_t *block_tables, const int32_t *seq_lens,
-                               uint32_t max_blocks_per_seq, uint32_t num_seqs, uint32_t num_q_heads,
-                               uint32_t num_kv_heads, uint32_t head_dim, uint32_t block_size, float inv_sqrt_d,
-                               float k_scale, float v_scale, uint32_t q_stride, uint64_t cache_stride,
-                               uint32_t sliding_window, uint32_t num_splits) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_paged_decode_split_fp8_gqa_mma, 1)
+paged_decode_split_fp8_gqa_mma(KL_PARAMS_paged_decode_split_fp8_gqa_mma) {
     /* Programmatic dependent launch, as in paged_decode_split_fp8_gqa.cu: a
      * dependent combine may start once every block has passed here; it
      * waits for this grid's completion before reading the workspace. */
