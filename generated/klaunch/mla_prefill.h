@@ -31,6 +31,36 @@ extern "C" {
 #endif
 
 
+/* ==== variants ================================================================== */
+/* Each variant as the spec defines it; module_info is the metadata its
+ * fatbin carries (source_hash aside), e.g. for the recording backend:
+ *     kl_record_backend_load_variant(&rb, kl_mla_prefill_variant_info, "mistral_small_4", &mod);
+ * kl_X_get() refuses a module whose variant or constants are not these. */
+static const char *const kl__mla_prefill_mistral_small_4_const_names[] = {"MLA_HDIM", "MLA_V_HAS_ROPE"};
+static const int64_t kl__mla_prefill_mistral_small_4_const_values[] = {320, 0};
+static const char *const kl__mla_prefill_deepseek_v4_flash_const_names[] = {"MLA_HDIM", "MLA_V_HAS_ROPE"};
+static const int64_t kl__mla_prefill_deepseek_v4_flash_const_values[] = {576, 1};
+static const kl_variant_info kl_mla_prefill_variant_info[] = {
+    {"mistral_small_4",
+     "klaunch-module 1\n"
+     "family mla_prefill\n"
+     "variant mistral_small_4\n"
+     "spec_hash sha256:04473e347cae768980fd8cab33d905d812a51009cb735da6083de889428718ba\n"
+     "source_hash unknown\n"
+     "const MLA_HDIM 320\n"
+     "const MLA_V_HAS_ROPE 0\n",
+     2, kl__mla_prefill_mistral_small_4_const_names, kl__mla_prefill_mistral_small_4_const_values},
+    {"deepseek_v4_flash",
+     "klaunch-module 1\n"
+     "family mla_prefill\n"
+     "variant deepseek_v4_flash\n"
+     "spec_hash sha256:04473e347cae768980fd8cab33d905d812a51009cb735da6083de889428718ba\n"
+     "source_hash unknown\n"
+     "const MLA_HDIM 576\n"
+     "const MLA_V_HAS_ROPE 1\n",
+     2, kl__mla_prefill_deepseek_v4_flash_const_names, kl__mla_prefill_deepseek_v4_flash_const_values},
+    {NULL, NULL, 0, NULL, NULL}};
+
 /* ==== kl_mla_q_rope_extract_batched ============================================ */
 /*
  * Copy each head's rope slice (offset nope in the head's hd) out of Q, rows
@@ -68,7 +98,7 @@ static const kl_kernel_desc kl_mla_q_rope_extract_batched_desc = {
 
 /* Looks kl_mla_q_rope_extract_batched's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_q_rope_extract_batched_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_mla_q_rope_extract_batched_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_mla_q_rope_extract_batched_desc, kl_mla_prefill_variant_info);
 }
 
 /* Private: every check of kl_mla_q_rope_extract_batched(), in order; fills the launch geometry. */
@@ -195,7 +225,7 @@ static const kl_kernel_desc kl_mla_q_rope_writeback_batched_desc = {
 
 /* Looks kl_mla_q_rope_writeback_batched's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_q_rope_writeback_batched_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_mla_q_rope_writeback_batched_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_mla_q_rope_writeback_batched_desc, kl_mla_prefill_variant_info);
 }
 
 /* Private: every check of kl_mla_q_rope_writeback_batched(), in order; fills the launch geometry. */
@@ -326,7 +356,7 @@ static const kl_kernel_desc kl_mla_kv_assemble_batched_desc = {
 
 /* Looks kl_mla_kv_assemble_batched's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_kv_assemble_batched_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_mla_kv_assemble_batched_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_mla_kv_assemble_batched_desc, kl_mla_prefill_variant_info);
 }
 
 /* Private: every check of kl_mla_kv_assemble_batched(), in order; fills the launch geometry. */
@@ -457,7 +487,7 @@ static const kl_kernel_desc kl_mla_cache_assemble_batched_desc = {
 
 /* Looks kl_mla_cache_assemble_batched's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_cache_assemble_batched_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_mla_cache_assemble_batched_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_mla_cache_assemble_batched_desc, kl_mla_prefill_variant_info);
 }
 
 /* Private: every check of kl_mla_cache_assemble_batched(), in order; fills the launch geometry. */
@@ -599,7 +629,7 @@ static const kl_kernel_desc kl_mla_fused_prefill_desc = {
 
 /* Looks kl_mla_fused_prefill's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_fused_prefill_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_mla_fused_prefill_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_mla_fused_prefill_desc, kl_mla_prefill_variant_info);
 }
 
 /* Private: every check of kl_mla_fused_prefill(), in order; fills the launch geometry. */
@@ -757,7 +787,7 @@ static const kl_kernel_desc kl_mla_q_final_assemble_batched_desc = {
 
 /* Looks kl_mla_q_final_assemble_batched's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_q_final_assemble_batched_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_mla_q_final_assemble_batched_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_mla_q_final_assemble_batched_desc, kl_mla_prefill_variant_info);
 }
 
 /* Private: every check of kl_mla_q_final_assemble_batched(), in order; fills the launch geometry. */
@@ -881,7 +911,7 @@ static const kl_kernel_desc kl_grouped_gemm_mla_desc = {
 
 /* Looks kl_grouped_gemm_mla's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_grouped_gemm_mla_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_grouped_gemm_mla_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_grouped_gemm_mla_desc, kl_mla_prefill_variant_info);
 }
 
 /* Private: every check of kl_grouped_gemm_mla(), in order; fills the launch geometry. */
@@ -1021,7 +1051,7 @@ static const kl_kernel_desc kl_mla_prefill_attention_320_desc = {
 
 /* Looks kl_mla_prefill_attention_320's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_prefill_attention_320_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_mla_prefill_attention_320_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_mla_prefill_attention_320_desc, kl_mla_prefill_variant_info);
 }
 
 /* Private: every check of kl_mla_prefill_attention_320(), in order; fills the launch geometry. */
@@ -1181,7 +1211,7 @@ static const kl_kernel_desc kl_mla_absorbed_attention_mma_desc = {
 
 /* Looks kl_mla_absorbed_attention_mma's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_absorbed_attention_mma_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_mla_absorbed_attention_mma_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_mla_absorbed_attention_mma_desc, kl_mla_prefill_variant_info);
 }
 
 /* Private: every check of kl_mla_absorbed_attention_mma(), in order; fills the launch geometry. */
@@ -1338,7 +1368,7 @@ static const kl_kernel_desc kl_grouped_gemm_mma_desc = {
 
 /* Looks kl_grouped_gemm_mma's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_grouped_gemm_mma_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_grouped_gemm_mma_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_grouped_gemm_mma_desc, kl_mla_prefill_variant_info);
 }
 
 /* Private: every check of kl_grouped_gemm_mma(), in order; fills the launch geometry. */
@@ -1483,7 +1513,7 @@ static const kl_kernel_desc kl_mla_q_rope_extract_wide_desc = {
 
 /* Looks kl_mla_q_rope_extract_wide's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_q_rope_extract_wide_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_mla_q_rope_extract_wide_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_mla_q_rope_extract_wide_desc, kl_mla_prefill_variant_info);
 }
 
 /* Private: every check of kl_mla_q_rope_extract_wide(), in order; fills the launch geometry. */
@@ -1610,7 +1640,7 @@ static const kl_kernel_desc kl_mla_q_rope_writeback_wide_desc = {
 
 /* Looks kl_mla_q_rope_writeback_wide's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_q_rope_writeback_wide_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_mla_q_rope_writeback_wide_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_mla_q_rope_writeback_wide_desc, kl_mla_prefill_variant_info);
 }
 
 /* Private: every check of kl_mla_q_rope_writeback_wide(), in order; fills the launch geometry. */
@@ -1735,7 +1765,7 @@ static const kl_kernel_desc kl_mla_q_final_assemble_wide_desc = {
 
 /* Looks kl_mla_q_final_assemble_wide's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_q_final_assemble_wide_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_mla_q_final_assemble_wide_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_mla_q_final_assemble_wide_desc, kl_mla_prefill_variant_info);
 }
 
 /* Private: every check of kl_mla_q_final_assemble_wide(), in order; fills the launch geometry. */
@@ -1857,7 +1887,7 @@ static const kl_kernel_desc kl_mla_cache_assemble_wide_desc = {
 
 /* Looks kl_mla_cache_assemble_wide's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_cache_assemble_wide_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_mla_cache_assemble_wide_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_mla_cache_assemble_wide_desc, kl_mla_prefill_variant_info);
 }
 
 /* Private: every check of kl_mla_cache_assemble_wide(), in order; fills the launch geometry. */

@@ -31,6 +31,38 @@ extern "C" {
 #endif
 
 
+/* ==== variants ================================================================== */
+/* Each variant as the spec defines it; module_info is the metadata its
+ * fatbin carries (source_hash aside), e.g. for the recording backend:
+ *     kl_record_backend_load_variant(&rb, kl_paged_decode_variant_info, "gqa4_d128", &mod);
+ * kl_X_get() refuses a module whose variant or constants are not these. */
+static const char *const kl__paged_decode_gqa4_d128_const_names[] = {"DECODE_GQA_PACK_WIDTH",
+    "DECODE_GQA_PACK_HEAD_DIM"};
+static const int64_t kl__paged_decode_gqa4_d128_const_values[] = {4, 128};
+static const char *const kl__paged_decode_gqa8_d128_const_names[] = {"DECODE_GQA_PACK_WIDTH",
+    "DECODE_GQA_PACK_HEAD_DIM"};
+static const int64_t kl__paged_decode_gqa8_d128_const_values[] = {8, 128};
+static const kl_variant_info kl_paged_decode_variant_info[] = {
+    {"gqa4_d128",
+     "klaunch-module 1\n"
+     "family paged_decode\n"
+     "variant gqa4_d128\n"
+     "spec_hash sha256:19f42bc7da9e09c33ff50744dd25ce0cc8e9b2ea36b4447871561aa0e8b8660b\n"
+     "source_hash unknown\n"
+     "const DECODE_GQA_PACK_WIDTH 4\n"
+     "const DECODE_GQA_PACK_HEAD_DIM 128\n",
+     2, kl__paged_decode_gqa4_d128_const_names, kl__paged_decode_gqa4_d128_const_values},
+    {"gqa8_d128",
+     "klaunch-module 1\n"
+     "family paged_decode\n"
+     "variant gqa8_d128\n"
+     "spec_hash sha256:19f42bc7da9e09c33ff50744dd25ce0cc8e9b2ea36b4447871561aa0e8b8660b\n"
+     "source_hash unknown\n"
+     "const DECODE_GQA_PACK_WIDTH 8\n"
+     "const DECODE_GQA_PACK_HEAD_DIM 128\n",
+     2, kl__paged_decode_gqa8_d128_const_names, kl__paged_decode_gqa8_d128_const_values},
+    {NULL, NULL, 0, NULL, NULL}};
+
 /* ==== kl_paged_decode_attn_bf16 ================================================ */
 /*
  * Paged bf16-KV decode attention, one block per (q_head, seq). sliding_window
@@ -81,7 +113,7 @@ static const kl_kernel_desc kl_paged_decode_attn_bf16_desc = {
 
 /* Looks kl_paged_decode_attn_bf16's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_attn_bf16_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_paged_decode_attn_bf16_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_paged_decode_attn_bf16_desc, kl_paged_decode_variant_info);
 }
 
 /* Private: every check of kl_paged_decode_attn_bf16(), in order; fills the launch geometry. */
@@ -260,7 +292,7 @@ static const kl_kernel_desc kl_paged_decode_attn_fp8_desc = {
 
 /* Looks kl_paged_decode_attn_fp8's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_attn_fp8_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_paged_decode_attn_fp8_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_paged_decode_attn_fp8_desc, kl_paged_decode_variant_info);
 }
 
 /* Private: every check of kl_paged_decode_attn_fp8(), in order; fills the launch geometry. */
@@ -450,7 +482,7 @@ static const kl_kernel_desc kl_paged_decode_attn_bf16_gqa_desc = {
 
 /* Looks kl_paged_decode_attn_bf16_gqa's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_attn_bf16_gqa_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_paged_decode_attn_bf16_gqa_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_paged_decode_attn_bf16_gqa_desc, kl_paged_decode_variant_info);
 }
 
 /* Private: every check of kl_paged_decode_attn_bf16_gqa(), in order; fills the launch geometry. */
@@ -632,7 +664,7 @@ static const kl_kernel_desc kl_paged_decode_attn_fp8_gqa_desc = {
 
 /* Looks kl_paged_decode_attn_fp8_gqa's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_attn_fp8_gqa_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_paged_decode_attn_fp8_gqa_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_paged_decode_attn_fp8_gqa_desc, kl_paged_decode_variant_info);
 }
 
 /* Private: every check of kl_paged_decode_attn_fp8_gqa(), in order; fills the launch geometry. */
@@ -1218,7 +1250,7 @@ static const kl_kernel_desc kl_paged_decode_split_bf16_desc = {
 
 /* Looks kl_paged_decode_split_bf16's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_split_bf16_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_paged_decode_split_bf16_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_paged_decode_split_bf16_desc, kl_paged_decode_variant_info);
 }
 
 /* Private: every check of kl_paged_decode_split_bf16(), in order; fills the launch geometry. */
@@ -1433,7 +1465,7 @@ static const kl_kernel_desc kl_paged_decode_split_fp8_desc = {
 
 /* Looks kl_paged_decode_split_fp8's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_split_fp8_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_paged_decode_split_fp8_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_paged_decode_split_fp8_desc, kl_paged_decode_variant_info);
 }
 
 /* Private: every check of kl_paged_decode_split_fp8(), in order; fills the launch geometry. */
@@ -1662,7 +1694,7 @@ static const kl_kernel_desc kl_paged_decode_split_bf16_gqa_desc = {
 
 /* Looks kl_paged_decode_split_bf16_gqa's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_split_bf16_gqa_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_paged_decode_split_bf16_gqa_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_paged_decode_split_bf16_gqa_desc, kl_paged_decode_variant_info);
 }
 
 /* Private: every check of kl_paged_decode_split_bf16_gqa(), in order; fills the launch geometry. */
@@ -1879,7 +1911,7 @@ static const kl_kernel_desc kl_paged_decode_split_fp8_gqa_desc = {
 
 /* Looks kl_paged_decode_split_fp8_gqa's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_split_fp8_gqa_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_paged_decode_split_fp8_gqa_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_paged_decode_split_fp8_gqa_desc, kl_paged_decode_variant_info);
 }
 
 /* Private: every check of kl_paged_decode_split_fp8_gqa(), in order; fills the launch geometry. */
@@ -2542,7 +2574,7 @@ static const kl_kernel_desc kl_paged_decode_split_combine_desc = {
 
 /* Looks kl_paged_decode_split_combine's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_split_combine_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_paged_decode_split_combine_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_paged_decode_split_combine_desc, kl_paged_decode_variant_info);
 }
 
 /* Private: every check of kl_paged_decode_split_combine(), in order; fills the launch geometry. */
@@ -2684,7 +2716,7 @@ static const kl_kernel_desc kl_paged_decode_split_combine_pdl_desc = {
 
 /* Looks kl_paged_decode_split_combine_pdl's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_split_combine_pdl_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_paged_decode_split_combine_pdl_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_paged_decode_split_combine_pdl_desc, kl_paged_decode_variant_info);
 }
 
 /* Private: every check of kl_paged_decode_split_combine_pdl(), in order; fills the launch geometry. */

@@ -274,6 +274,29 @@ int kl_module_const(const kl_module *module, const char *name, int64_t *value);
  * a copy that says the same (kl__desc_same). */
 kl_status kl_kernel_get(kl_kernel *out, const kl_module *module, const kl_kernel_desc *desc);
 
+/* One variant of a family as its spec defines it: the generated header's
+ * kl_<family>_variant_info[] holds one per variant, then one whose name is
+ * NULL. module_info is the metadata text that variant's fatbin carries
+ * (source_hash "unknown"), e.g. for kl_record_backend_load_variant(). */
+typedef struct kl_variant_info {
+    const char *name;
+    const char *module_info;
+    uint32_t num_consts;
+    const char *const *const_names;
+    const int64_t *const_values;
+} kl_variant_info;
+
+/* kl_kernel_get(), and first, for a module of desc's family built from the
+ * same spec (or whose hashes are not compared) whose variant has the name
+ * of one of `variants` (the spec's): a constant the module defines that
+ * this variant does not, or defines with another value, is
+ * KL_ERROR_VARIANT_MISMATCH naming both. A constant the module lacks is
+ * refused by kl_kernel_get where the launcher reads it; a variant of
+ * another name (a test's own metadata) is checked only so. What every
+ * generated kl_X_get() calls. */
+kl_status kl_kernel_get_checked(kl_kernel *out, const kl_module *module, const kl_kernel_desc *desc,
+                                const kl_variant_info *variants);
+
 /* ---- private helpers used by generated code ---------------------------- */
 #define KL__MODULE_MAGIC 0x6b6c6d64u /* "klmd" */
 #define KL__KERNEL_MAGIC 0x6b6c6b6eu /* "klkn" */
@@ -1091,6 +1114,41 @@ kl_status kl_kernel_get(kl_kernel *out, const kl_module *module, const kl_kernel
     out->module_load_id = module->load_id;
     out->magic = KL__KERNEL_MAGIC;
     return KL_SUCCESS;
+}
+
+kl_status kl_kernel_get_checked(kl_kernel *out, const kl_module *module, const kl_kernel_desc *desc,
+                                const kl_variant_info *variants) {
+    const kl_variant_info *v;
+    uint32_t i, j;
+    if (out != NULL) memset(out, 0, sizeof *out);
+    /* What kl_kernel_get refuses first (a bad module, another family, a
+     * stale one) it reports itself. */
+    if (out == NULL || desc == NULL || variants == NULL || module == NULL || module->magic != KL__MODULE_MAGIC ||
+        strcmp(module->family, desc->family) != 0 ||
+        (kl__is_sha256(desc->spec_hash) && kl__is_sha256(module->spec_hash) &&
+         strcmp(module->spec_hash, desc->spec_hash) != 0))
+        return kl_kernel_get(out, module, desc);
+    for (v = variants; v->name != NULL && strcmp(v->name, module->variant) != 0; v++) {
+    }
+    /* A variant of another name (a test's own, loaded as metadata text) is
+     * checked by what the launcher reads of it, as before. */
+    if (v->name == NULL) return kl_kernel_get(out, module, desc);
+    for (i = 0; i < module->num_consts; i++) {
+        for (j = 0; j < v->num_consts && strcmp(v->const_names[j], module->const_names[i]) != 0; j++) {
+        }
+        if (j == v->num_consts)
+            return kl__fail(KL_ERROR_VARIANT_MISMATCH,
+                            "kl_%s_get: module %s/%s defines constant %s, which variant %s of %s does not [%s:%u]",
+                            desc->launcher, module->family, module->variant, module->const_names[i], v->name,
+                            desc->spec_file, desc->spec_file, (unsigned)desc->spec_line);
+        if (v->const_values[j] != module->const_values[i])
+            return kl__fail(KL_ERROR_VARIANT_MISMATCH,
+                            "kl_%s_get: module %s/%s has %s = %lld; variant %s of %s has %s = %lld [%s:%u]",
+                            desc->launcher, module->family, module->variant, module->const_names[i],
+                            (long long)module->const_values[i], v->name, desc->spec_file, v->const_names[j],
+                            (long long)v->const_values[j], desc->spec_file, (unsigned)desc->spec_line);
+    }
+    return kl_kernel_get(out, module, desc);
 }
 
 #ifdef __cplusplus

@@ -14,9 +14,7 @@
  *       kl_module mod;
  *       kl_kernel k;
  *       kl_record_backend_init(&rb, recs, 16);
- *       const char *meta = "klaunch-module 1\nfamily mla_prefill\n"
- *                          "variant deepseek_v4_flash\nconst MLA_HDIM 576\n";
- *       kl_module_load(&rb.base, meta, strlen(meta), &mod);
+ *       kl_record_backend_load_variant(&rb, kl_mla_prefill_variant_info, "deepseek_v4_flash", &mod);
  *       kl_mla_q_rope_extract_batched_get(&k, &mod);
  *       kl_mla_q_rope_extract_batched(&k, q, out, 7, 16, 192, 128, 64, 3072, NULL);
  *       // rb.count == 1, recs[0].grid[0] == 28 (ceil_div(7*16*64, 256)),
@@ -25,7 +23,10 @@
  * MODULE IMAGES
  *   The "image" is the module metadata text a fatbin carries in
  *   kl__module_info (docs/DESIGN.md), so any family and variant can be
- *   loaded without compiling a kernel. Trailing NUL bytes are allowed (pass
+ *   loaded without compiling a kernel: each generated header lists its
+ *   variants' texts (kl_<family>_variant_info[]), which
+ *   kl_record_backend_load_variant loads by name; a test may also write
+ *   its own (a variant of its own name, or a subset of the constants). Trailing NUL bytes are allowed (pass
  *   sizeof a string literal); a NUL inside the text is KL_ERROR_INVALID_IMAGE
  *   (that is a binary fatbin, not metadata).
  *
@@ -78,6 +79,12 @@ typedef struct kl_record_backend {
 void kl_record_backend_init(kl_record_backend *rb, kl_record *storage, size_t capacity);
 /* Forgets the records (count = 0); settings are kept. */
 void kl_record_backend_clear(kl_record_backend *rb);
+/* Loads variant `name` of a generated kl_<family>_variant_info[] table (its
+ * module metadata) into out: no text to write by hand.
+ *     kl_record_backend_load_variant(&rb, kl_paged_decode_variant_info, "gqa8_d128", &mod);
+ * A name the table lacks is KL_ERROR_INVALID_ARGUMENT naming the ones it has. */
+kl_status kl_record_backend_load_variant(kl_record_backend *rb, const kl_variant_info *variants, const char *name,
+                                         kl_module *out);
 
 #ifdef __cplusplus
 }
@@ -89,6 +96,7 @@ void kl_record_backend_clear(kl_record_backend *rb);
 #ifndef KLAUNCH_RECORD_BACKEND_IMPLEMENTATION_DONE
 #define KLAUNCH_RECORD_BACKEND_IMPLEMENTATION_DONE
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -218,6 +226,30 @@ void kl_record_backend_init(kl_record_backend *rb, kl_record *storage, size_t ca
 }
 
 void kl_record_backend_clear(kl_record_backend *rb) { rb->count = 0; }
+
+static const char *kl__record_variant_list(const kl_variant_info *variants, char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = '\0';
+    for (; variants->name != NULL && n + 1 < cap; variants++) {
+        int w = snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", variants->name);
+        if (w < 0) break;
+        n += (size_t)w;
+    }
+    return buf;
+}
+
+kl_status kl_record_backend_load_variant(kl_record_backend *rb, const kl_variant_info *variants, const char *name,
+                                         kl_module *out) {
+    const kl_variant_info *v;
+    char list[256];
+    if (rb == NULL || variants == NULL || name == NULL || out == NULL)
+        return kl__fail(KL_ERROR_INVALID_ARGUMENT, "kl_record_backend_load_variant: NULL argument");
+    for (v = variants; v->name != NULL; v++) {
+        if (strcmp(v->name, name) == 0) return kl_module_load(&rb->base, v->module_info, strlen(v->module_info), out);
+    }
+    return kl__fail(KL_ERROR_INVALID_ARGUMENT, "kl_record_backend_load_variant: no variant '%s' in the table (%s)",
+                    name, kl__record_variant_list(variants, list, sizeof list));
+}
 
 #ifdef __cplusplus
 }

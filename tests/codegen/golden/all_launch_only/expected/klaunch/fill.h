@@ -27,6 +27,21 @@ extern "C" {
 #endif
 
 
+/* ==== variants ================================================================== */
+/* Each variant as the spec defines it; module_info is the metadata its
+ * fatbin carries (source_hash aside), e.g. for the recording backend:
+ *     kl_record_backend_load_variant(&rb, kl_fill_variant_info, "only", &mod);
+ * kl_X_get() refuses a module whose variant or constants are not these. */
+static const kl_variant_info kl_fill_variant_info[] = {
+    {"only",
+     "klaunch-module 1\n"
+     "family fill\n"
+     "variant only\n"
+     "spec_hash sha256:c347a8c03b493539be201d0336149606f2ba4777afb9dee83059205cef12ef34\n"
+     "source_hash unknown\n",
+     0, NULL, NULL},
+    {NULL, NULL, 0, NULL, NULL}};
+
 /* ==== kl_fill_marker =========================================================== */
 /* Kernel entry fill_marker; fill.yaml:6. */
 static const char *const kl__fill_marker_args0[] = {"blocks"};
@@ -45,7 +60,7 @@ static const kl_kernel_desc kl_fill_marker_desc = {
 
 /* Looks kl_fill_marker's kernel up in a loaded fill module. */
 static inline kl_status kl_fill_marker_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_fill_marker_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_fill_marker_desc, kl_fill_variant_info);
 }
 
 /* Private: every check of kl_fill_marker(), in order; fills the launch geometry. */

@@ -31,6 +31,24 @@ extern "C" {
 #endif
 
 
+/* ==== variants ================================================================== */
+/* Each variant as the spec defines it; module_info is the metadata its
+ * fatbin carries (source_hash aside), e.g. for the recording backend:
+ *     kl_record_backend_load_variant(&rb, kl_volume_variant_info, "v1", &mod);
+ * kl_X_get() refuses a module whose variant or constants are not these. */
+static const char *const kl__volume_v1_const_names[] = {"HALO"};
+static const int64_t kl__volume_v1_const_values[] = {1};
+static const kl_variant_info kl_volume_variant_info[] = {
+    {"v1",
+     "klaunch-module 1\n"
+     "family volume\n"
+     "variant v1\n"
+     "spec_hash sha256:b8a71dc43344ceb52aae33212f27cafb796edc49b4515ceb855c3354cc6c2d15\n"
+     "source_hash unknown\n"
+     "const HALO 1\n",
+     1, kl__volume_v1_const_names, kl__volume_v1_const_values},
+    {NULL, NULL, 0, NULL, NULL}};
+
 /* ==== kl_stencil3d ============================================================= */
 /* Kernel entry stencil3d; volume.yaml:14. */
 static const kl_param_info kl_stencil3d_params[] = {
@@ -80,7 +98,7 @@ static const kl_kernel_desc kl_stencil3d_desc = {
 
 /* Looks kl_stencil3d's kernel up in a loaded volume module. */
 static inline kl_status kl_stencil3d_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_stencil3d_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_stencil3d_desc, kl_volume_variant_info);
 }
 
 /* Private: every check of kl_stencil3d(), in order; fills the launch geometry. */

@@ -27,6 +27,24 @@ extern "C" {
 #endif
 
 
+/* ==== variants ================================================================== */
+/* Each variant as the spec defines it; module_info is the metadata its
+ * fatbin carries (source_hash aside), e.g. for the recording backend:
+ *     kl_record_backend_load_variant(&rb, kl_attrs_variant_info, "v1", &mod);
+ * kl_X_get() refuses a module whose variant or constants are not these. */
+static const char *const kl__attrs_v1_const_names[] = {"TILE"};
+static const int64_t kl__attrs_v1_const_values[] = {64};
+static const kl_variant_info kl_attrs_variant_info[] = {
+    {"v1",
+     "klaunch-module 1\n"
+     "family attrs\n"
+     "variant v1\n"
+     "spec_hash sha256:0672f05a2094803654288ffdbc4fb1ebc28335312e7836e11423f2ab86f431ca\n"
+     "source_hash unknown\n"
+     "const TILE 64\n",
+     1, kl__attrs_v1_const_names, kl__attrs_v1_const_values},
+    {NULL, NULL, 0, NULL, NULL}};
+
 /* ==== kl_clustered ============================================================= */
 /*
  * two-by-one clusters of 128-thread blocks
@@ -59,7 +77,7 @@ static const kl_kernel_desc kl_clustered_desc = {
 
 /* Looks kl_clustered's kernel up in a loaded attrs module. */
 static inline kl_status kl_clustered_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_clustered_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_clustered_desc, kl_attrs_variant_info);
 }
 
 /* Private: every check of kl_clustered(), in order; fills the launch geometry. */
@@ -155,7 +173,7 @@ static const kl_kernel_desc kl_dependent_desc = {
 
 /* Looks kl_dependent's kernel up in a loaded attrs module. */
 static inline kl_status kl_dependent_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_dependent_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_dependent_desc, kl_attrs_variant_info);
 }
 
 /* Private: every check of kl_dependent(), in order; fills the launch geometry. */
@@ -233,7 +251,7 @@ static const kl_kernel_desc kl_grid_sync_desc = {
 
 /* Looks kl_grid_sync's kernel up in a loaded attrs module. */
 static inline kl_status kl_grid_sync_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_grid_sync_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_grid_sync_desc, kl_attrs_variant_info);
 }
 
 /* Private: every check of kl_grid_sync(), in order; fills the launch geometry. */
@@ -300,7 +318,7 @@ static const kl_kernel_desc kl_plain_desc = {
 
 /* Looks kl_plain's kernel up in a loaded attrs module. */
 static inline kl_status kl_plain_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_plain_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_plain_desc, kl_attrs_variant_info);
 }
 
 /* Private: every check of kl_plain(), in order; fills the launch geometry. */

@@ -29,6 +29,21 @@ extern "C" {
 #endif
 
 
+/* ==== variants ================================================================== */
+/* Each variant as the spec defines it; module_info is the metadata its
+ * fatbin carries (source_hash aside), e.g. for the recording backend:
+ *     kl_record_backend_load_variant(&rb, kl_scale_variant_info, "base", &mod);
+ * kl_X_get() refuses a module whose variant or constants are not these. */
+static const kl_variant_info kl_scale_variant_info[] = {
+    {"base",
+     "klaunch-module 1\n"
+     "family scale\n"
+     "variant base\n"
+     "spec_hash sha256:606bff81cf39bec993009a9dae8a117d08a5b75d8501222af63034f60969869a\n"
+     "source_hash unknown\n",
+     0, NULL, NULL},
+    {NULL, NULL, 0, NULL, NULL}};
+
 /* ==== kl_scale_rows ============================================================ */
 /*
  * Scales each of rows rows of cols elements, rows row_stride apart.
@@ -66,7 +81,7 @@ static const kl_kernel_desc kl_scale_rows_desc = {
 
 /* Looks kl_scale_rows's kernel up in a loaded scale module. */
 static inline kl_status kl_scale_rows_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_scale_rows_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_scale_rows_desc, kl_scale_variant_info);
 }
 
 /* Private: every check of kl_scale_rows(), in order; fills the launch geometry. */

@@ -27,6 +27,34 @@ extern "C" {
 #endif
 
 
+/* ==== variants ================================================================== */
+/* Each variant as the spec defines it; module_info is the metadata its
+ * fatbin carries (source_hash aside), e.g. for the recording backend:
+ *     kl_record_backend_load_variant(&rb, kl_tiles_variant_info, "small", &mod);
+ * kl_X_get() refuses a module whose variant or constants are not these. */
+static const char *const kl__tiles_small_const_names[] = {"ROWS"};
+static const int64_t kl__tiles_small_const_values[] = {64};
+static const char *const kl__tiles_large_const_names[] = {"ROWS"};
+static const int64_t kl__tiles_large_const_values[] = {96};
+static const kl_variant_info kl_tiles_variant_info[] = {
+    {"small",
+     "klaunch-module 1\n"
+     "family tiles\n"
+     "variant small\n"
+     "spec_hash sha256:1ca9362bbb8b6a491bdfc3abbea27f545b523470cfd1d6c73d3294d4d2b148dc\n"
+     "source_hash unknown\n"
+     "const ROWS 64\n",
+     1, kl__tiles_small_const_names, kl__tiles_small_const_values},
+    {"large",
+     "klaunch-module 1\n"
+     "family tiles\n"
+     "variant large\n"
+     "spec_hash sha256:1ca9362bbb8b6a491bdfc3abbea27f545b523470cfd1d6c73d3294d4d2b148dc\n"
+     "source_hash unknown\n"
+     "const ROWS 96\n",
+     1, kl__tiles_large_const_names, kl__tiles_large_const_values},
+    {NULL, NULL, 0, NULL, NULL}};
+
 /* ==== kl_tile_rows ============================================================= */
 /* Kernel entry tile_rows; tiles.yaml:12. */
 static const kl_param_info kl_tile_rows_params[] = {
@@ -56,7 +84,7 @@ static const kl_kernel_desc kl_tile_rows_desc = {
 
 /* Looks kl_tile_rows's kernel up in a loaded tiles module. */
 static inline kl_status kl_tile_rows_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_tile_rows_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_tile_rows_desc, kl_tiles_variant_info);
 }
 
 /* Private: every check of kl_tile_rows(), in order; fills the launch geometry. */
@@ -158,7 +186,7 @@ static const kl_kernel_desc kl_tile_fixed_desc = {
 
 /* Looks kl_tile_fixed's kernel up in a loaded tiles module. */
 static inline kl_status kl_tile_fixed_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_tile_fixed_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_tile_fixed_desc, kl_tiles_variant_info);
 }
 
 /* Private: every check of kl_tile_fixed(), in order; fills the launch geometry. */
@@ -246,7 +274,7 @@ static const kl_kernel_desc kl_tile_default_desc = {
 
 /* Looks kl_tile_default's kernel up in a loaded tiles module. */
 static inline kl_status kl_tile_default_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_tile_default_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_tile_default_desc, kl_tiles_variant_info);
 }
 
 /* Private: every check of kl_tile_default(), in order; fills the launch geometry. */

@@ -29,6 +29,21 @@ extern "C" {
 #endif
 
 
+/* ==== variants ================================================================== */
+/* Each variant as the spec defines it; module_info is the metadata its
+ * fatbin carries (source_hash aside), e.g. for the recording backend:
+ *     kl_record_backend_load_variant(&rb, kl_copy_variant_info, "plain", &mod);
+ * kl_X_get() refuses a module whose variant or constants are not these. */
+static const kl_variant_info kl_copy_variant_info[] = {
+    {"plain",
+     "klaunch-module 1\n"
+     "family copy\n"
+     "variant plain\n"
+     "spec_hash sha256:3963d4efa577d967f5f1477585cb8471b83da852bf465cebbaf916819bea7b8f\n"
+     "source_hash unknown\n",
+     0, NULL, NULL},
+    {NULL, NULL, 0, NULL, NULL}};
+
 /* ==== kl_copy_f32 ============================================================== */
 /*
  * dst[i] = src[i] for i < n.
@@ -56,7 +71,7 @@ static const kl_kernel_desc kl_copy_f32_desc = {
 
 /* Looks kl_copy_f32's kernel up in a loaded copy module. */
 static inline kl_status kl_copy_f32_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_copy_f32_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_copy_f32_desc, kl_copy_variant_info);
 }
 
 /* Private: every check of kl_copy_f32(), in order; fills the launch geometry. */

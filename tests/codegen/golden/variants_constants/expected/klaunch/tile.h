@@ -29,6 +29,50 @@ extern "C" {
 #endif
 
 
+/* ==== variants ================================================================== */
+/* Each variant as the spec defines it; module_info is the metadata its
+ * fatbin carries (source_hash aside), e.g. for the recording backend:
+ *     kl_record_backend_load_variant(&rb, kl_tile_variant_info, "t64", &mod);
+ * kl_X_get() refuses a module whose variant or constants are not these. */
+static const char *const kl__tile_t64_const_names[] = {"TILE", "HEAD_DIM", "BIAS"};
+static const int64_t kl__tile_t64_const_values[] = {64, 128, (-1)};
+static const char *const kl__tile_t128_const_names[] = {"TILE", "HEAD_DIM", "BIAS"};
+static const int64_t kl__tile_t128_const_values[] = {128, 128, (-1)};
+static const char *const kl__tile_t128_d256_const_names[] = {"TILE", "HEAD_DIM", "BIAS"};
+static const int64_t kl__tile_t128_d256_const_values[] = {128, 256, 5000000000LL};
+static const kl_variant_info kl_tile_variant_info[] = {
+    {"t64",
+     "klaunch-module 1\n"
+     "family tile\n"
+     "variant t64\n"
+     "spec_hash sha256:04d985751cab259f32dcf5b80809d59df8261a368dd2b046048a7f89e9f06cfd\n"
+     "source_hash unknown\n"
+     "const TILE 64\n"
+     "const HEAD_DIM 128\n"
+     "const BIAS -1\n",
+     3, kl__tile_t64_const_names, kl__tile_t64_const_values},
+    {"t128",
+     "klaunch-module 1\n"
+     "family tile\n"
+     "variant t128\n"
+     "spec_hash sha256:04d985751cab259f32dcf5b80809d59df8261a368dd2b046048a7f89e9f06cfd\n"
+     "source_hash unknown\n"
+     "const TILE 128\n"
+     "const HEAD_DIM 128\n"
+     "const BIAS -1\n",
+     3, kl__tile_t128_const_names, kl__tile_t128_const_values},
+    {"t128_d256",
+     "klaunch-module 1\n"
+     "family tile\n"
+     "variant t128_d256\n"
+     "spec_hash sha256:04d985751cab259f32dcf5b80809d59df8261a368dd2b046048a7f89e9f06cfd\n"
+     "source_hash unknown\n"
+     "const TILE 128\n"
+     "const HEAD_DIM 256\n"
+     "const BIAS 5000000000\n",
+     3, kl__tile_t128_d256_const_names, kl__tile_t128_d256_const_values},
+    {NULL, NULL, 0, NULL, NULL}};
+
 /* ==== kl_tile_attn ============================================================= */
 /* Kernel entry tile_attn_v2; tile.yaml:22. */
 static const kl_param_info kl_tile_attn_params[] = {
@@ -63,7 +107,7 @@ static const kl_kernel_desc kl_tile_attn_desc = {
 
 /* Looks kl_tile_attn's kernel up in a loaded tile module. */
 static inline kl_status kl_tile_attn_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_tile_attn_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_tile_attn_desc, kl_tile_variant_info);
 }
 
 /* Private: every check of kl_tile_attn(), in order; fills the launch geometry. */
@@ -178,7 +222,7 @@ static const kl_kernel_desc kl_tile_fill_desc = {
 
 /* Looks kl_tile_fill's kernel up in a loaded tile module. */
 static inline kl_status kl_tile_fill_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_tile_fill_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_tile_fill_desc, kl_tile_variant_info);
 }
 
 /* Private: every check of kl_tile_fill(), in order; fills the launch geometry. */
