@@ -47,7 +47,7 @@ static const kl_variant_info kl_paged_decode_variant_info[] = {
      "klaunch-module 1\n"
      "family paged_decode\n"
      "variant gqa4_d128\n"
-     "spec_hash sha256:19f42bc7da9e09c33ff50744dd25ce0cc8e9b2ea36b4447871561aa0e8b8660b\n"
+     "spec_hash sha256:6b44db1aa0a0e70999d4d108e4bd9a5103a5090e0617884f883b189c169f275c\n"
      "source_hash unknown\n"
      "const DECODE_GQA_PACK_WIDTH 4\n"
      "const DECODE_GQA_PACK_HEAD_DIM 128\n",
@@ -56,7 +56,7 @@ static const kl_variant_info kl_paged_decode_variant_info[] = {
      "klaunch-module 1\n"
      "family paged_decode\n"
      "variant gqa8_d128\n"
-     "spec_hash sha256:19f42bc7da9e09c33ff50744dd25ce0cc8e9b2ea36b4447871561aa0e8b8660b\n"
+     "spec_hash sha256:6b44db1aa0a0e70999d4d108e4bd9a5103a5090e0617884f883b189c169f275c\n"
      "source_hash unknown\n"
      "const DECODE_GQA_PACK_WIDTH 8\n"
      "const DECODE_GQA_PACK_HEAD_DIM 128\n",
@@ -857,7 +857,7 @@ static const kl_kernel_desc kl_paged_decode_attn_bf16_gqa_mma_desc = {
 
 /* Looks kl_paged_decode_attn_bf16_gqa_mma's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_attn_bf16_gqa_mma_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_paged_decode_attn_bf16_gqa_mma_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_paged_decode_attn_bf16_gqa_mma_desc, kl_paged_decode_variant_info);
 }
 
 /* Private: every check of kl_paged_decode_attn_bf16_gqa_mma(), in order; fills the launch geometry. */
@@ -1043,7 +1043,7 @@ static const kl_kernel_desc kl_paged_decode_attn_fp8_gqa_mma_desc = {
 
 /* Looks kl_paged_decode_attn_fp8_gqa_mma's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_attn_fp8_gqa_mma_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_paged_decode_attn_fp8_gqa_mma_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_paged_decode_attn_fp8_gqa_mma_desc, kl_paged_decode_variant_info);
 }
 
 /* Private: every check of kl_paged_decode_attn_fp8_gqa_mma(), in order; fills the launch geometry. */
@@ -2143,7 +2143,7 @@ static const kl_kernel_desc kl_paged_decode_split_bf16_gqa_mma_desc = {
 
 /* Looks kl_paged_decode_split_bf16_gqa_mma's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_split_bf16_gqa_mma_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_paged_decode_split_bf16_gqa_mma_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_paged_decode_split_bf16_gqa_mma_desc, kl_paged_decode_variant_info);
 }
 
 /* Private: every check of kl_paged_decode_split_bf16_gqa_mma(), in order; fills the launch geometry. */
@@ -2362,7 +2362,7 @@ static const kl_kernel_desc kl_paged_decode_split_fp8_gqa_mma_desc = {
 
 /* Looks kl_paged_decode_split_fp8_gqa_mma's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_split_fp8_gqa_mma_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_paged_decode_split_fp8_gqa_mma_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_paged_decode_split_fp8_gqa_mma_desc, kl_paged_decode_variant_info);
 }
 
 /* Private: every check of kl_paged_decode_split_fp8_gqa_mma(), in order; fills the launch geometry. */
