@@ -220,6 +220,7 @@ class LauncherView:
         self.has_attributes = launcher.has_attributes
         self.cluster = launcher.cluster
         self.attributes_line, self.attributes_col = launcher.attributes_pos or (0, 0)
+        self.arch = launcher.arch  # e.g. "sm_90a", or None
         flags = []
         if launcher.programmatic_serialization:
             flags.append("KL_LAUNCH_PROGRAMMATIC_SERIALIZATION")

@@ -107,6 +107,9 @@ class Launcher:
         self.programmatic_serialization = False
         self.cooperative = False
         self.attributes_pos = None
+        # arch: the one target whose machine code the kernel needs (e.g.
+        # "sm_90a" for wgmma), or None for a kernel built for every target.
+        self.arch = None
 
     @property
     def has_attributes(self):

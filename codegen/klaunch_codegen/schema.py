@@ -41,9 +41,11 @@ PARAM_SIZE = {"u32": 4, "u64": 8, "i32": 4, "f32": 4, "bool": 4}
 
 TOP_KEYS = ("family", "doc", "variants", "launchers")
 VARIANT_KEYS = ("doc", "constants")
-LAUNCHER_KEYS = ("name", "entry", "doc", "params", "grid", "block", "shared_bytes", "max_dynamic_shared", "preconditions", "launch_attributes")
+LAUNCHER_KEYS = ("name", "entry", "doc", "params", "grid", "block", "shared_bytes", "max_dynamic_shared", "preconditions", "launch_attributes", "arch")
 ATTRIBUTE_KEYS = ("cluster", "programmatic_serialization", "cooperative")
 PARAM_KEYS = ("name", "type", "launch_only", "doc")
+# arch: sm_<N> with an optional a (arch-specific) or f (family-specific) suffix.
+ARCH_PATTERN = r"^sm_[0-9]{2,3}[af]?$"
 DIM_KEYS = ("x", "y", "z")
 PRE_KEYS = ("check", "message")
 

@@ -20,6 +20,7 @@ from .names import header_name_problem
 from .launch_checks import LaunchChecks
 from .model import Check, Expr, Launcher, Param, Spec, Type, Variant
 from .schema import (
+    ARCH_PATTERN,
     BLOCK_LIMITS,
     C_KEYWORDS,
     CXX_KEYWORDS,
@@ -44,6 +45,7 @@ from .yamlpos import (
     INT,
     MERGE,
     NULL,
+    STR,
     Source,
     YamlSyntaxError,
     is_mapping,
@@ -434,6 +436,8 @@ class _Validator(LaunchChecks):
             self.max_dynamic_shared(f["max_dynamic_shared"][1], launcher, label, resolver, spec)
         if "launch_attributes" in f:
             self.launch_attributes(f["launch_attributes"][1], launcher, label)
+        if "arch" in f:
+            self.arch(f["arch"][1], launcher, label)
         self.limits(launcher, label)
         self.shared_fits(launcher, label, spec)
         if not self.failed:
@@ -564,6 +568,17 @@ class _Validator(LaunchChecks):
                 self.err(e.pos, "%s = %s %s" % (what, e.text, "overflows 64 bits" if err.status == "overflow" else "divides by zero"), "fix the arithmetic")
                 return None
         return c
+
+    def arch(self, node, launcher, label):
+        """arch: sm_<N> with an optional a or f suffix: the target whose
+        machine code the kernel's work is in (kl_X_get refuses a module
+        whose loaded code is for another, docs/DESIGN.md)."""
+        if not is_scalar(node) or node.tag != STR or not re.match(ARCH_PATTERN, node.value):
+            got = "'%s'" % node.value if is_scalar(node) else kind_of(node)
+            self.err(node_pos(node), "arch of %s must be sm_<N> with an optional a or f suffix, got %s" % (label, got),
+                     "name the one target whose machine code the kernel needs, e.g. arch: sm_90a; leave arch out for a kernel built for every target")
+            return
+        launcher.arch = node.value
 
     def finish(self, launcher):
         """Layout, the block's thread-count check, constant slots, check indexes."""

@@ -549,12 +549,29 @@ template <class kl__F> struct kl__signature_mla_cache_assemble_wide {
 };
 
 /* ---- module metadata: read by kl_module_load() through KL_MODULE_INFO_SYMBOL ---- */
+#ifndef KL__CUDA_ARCH_LINE
+/* "cuda_arch 900a\n": the target this image was compiled for (__CUDA_ARCH__,
+ * a for arch-specific, f for family-specific code), so the runtime knows
+ * which of a fatbin's images the driver loaded (launchers with `arch`). */
+#define KL__STR2(x) #x
+#define KL__STR(x) KL__STR2(x)
+#if !defined(__CUDA_ARCH__)
+#define KL__CUDA_ARCH_LINE ""
+#elif defined(__CUDA_ARCH_SPECIFIC__)
+#define KL__CUDA_ARCH_LINE "cuda_arch " KL__STR(__CUDA_ARCH__) "a\n"
+#elif defined(__CUDA_ARCH_FAMILY_SPECIFIC__)
+#define KL__CUDA_ARCH_LINE "cuda_arch " KL__STR(__CUDA_ARCH__) "f\n"
+#else
+#define KL__CUDA_ARCH_LINE "cuda_arch " KL__STR(__CUDA_ARCH__) "\n"
+#endif
+#endif
 extern "C" __device__ const char kl__module_info[] =
     "klaunch-module 1\n"
     "family mla_prefill\n"
     "variant " KL__MLA_PREFILL_VARIANT "\n"
     "spec_hash sha256:04473e347cae768980fd8cab33d905d812a51009cb735da6083de889428718ba\n"
     "source_hash " KL_SOURCE_HASH "\n"
+    KL__CUDA_ARCH_LINE
     KL__MLA_PREFILL_CONST_LINES;
 
 #endif /* KLAUNCH_MLA_PREFILL_CUH */

@@ -22,8 +22,8 @@
 
 #include "klaunch/klaunch.h"
 
-#if KL_RUNTIME_ABI != 2
-#error "klaunch/mla_prefill.h was generated for klaunch runtime ABI 2; regenerate it: ./bazelw run //:generate"
+#if KL_RUNTIME_ABI != 3
+#error "klaunch/mla_prefill.h was generated for klaunch runtime ABI 3; regenerate it: ./bazelw run //:generate"
 #endif
 
 #ifdef __cplusplus
@@ -94,7 +94,8 @@ static const kl_kernel_desc kl_mla_q_rope_extract_batched_desc = {
     kl_mla_q_rope_extract_batched_params, 8, 40,
     kl__mla_q_rope_extract_batched_checks, 5,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_mla_q_rope_extract_batched's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_q_rope_extract_batched_get(kl_kernel *kernel, const kl_module *module) {
@@ -221,7 +222,8 @@ static const kl_kernel_desc kl_mla_q_rope_writeback_batched_desc = {
     kl_mla_q_rope_writeback_batched_params, 8, 40,
     kl__mla_q_rope_writeback_batched_checks, 5,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_mla_q_rope_writeback_batched's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_q_rope_writeback_batched_get(kl_kernel *kernel, const kl_module *module) {
@@ -352,7 +354,8 @@ static const kl_kernel_desc kl_mla_kv_assemble_batched_desc = {
     kl_mla_kv_assemble_batched_params, 10, 56,
     kl__mla_kv_assemble_batched_checks, 6,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_mla_kv_assemble_batched's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_kv_assemble_batched_get(kl_kernel *kernel, const kl_module *module) {
@@ -483,7 +486,8 @@ static const kl_kernel_desc kl_mla_cache_assemble_batched_desc = {
     kl_mla_cache_assemble_batched_params, 7, 44,
     kl__mla_cache_assemble_batched_checks, 4,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_mla_cache_assemble_batched's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_cache_assemble_batched_get(kl_kernel *kernel, const kl_module *module) {
@@ -625,7 +629,8 @@ static const kl_kernel_desc kl_mla_fused_prefill_desc = {
     kl_mla_fused_prefill_params, 18, 108,
     kl__mla_fused_prefill_checks, 7,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_mla_fused_prefill's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_fused_prefill_get(kl_kernel *kernel, const kl_module *module) {
@@ -783,7 +788,8 @@ static const kl_kernel_desc kl_mla_q_final_assemble_batched_desc = {
     kl_mla_q_final_assemble_batched_params, 8, 44,
     kl__mla_q_final_assemble_batched_checks, 4,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_mla_q_final_assemble_batched's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_q_final_assemble_batched_get(kl_kernel *kernel, const kl_module *module) {
@@ -907,7 +913,8 @@ static const kl_kernel_desc kl_grouped_gemm_mla_desc = {
     kl_grouped_gemm_mla_params, 9, 48,
     kl__grouped_gemm_mla_checks, 6,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_grouped_gemm_mla's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_grouped_gemm_mla_get(kl_kernel *kernel, const kl_module *module) {
@@ -1047,7 +1054,8 @@ static const kl_kernel_desc kl_mla_prefill_attention_320_desc = {
     kl_mla_prefill_attention_320_params, 10, 56,
     kl__mla_prefill_attention_320_checks, 7,
     kl__mla_prefill_attention_320_consts, 1,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_mla_prefill_attention_320's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_prefill_attention_320_get(kl_kernel *kernel, const kl_module *module) {
@@ -1207,7 +1215,8 @@ static const kl_kernel_desc kl_mla_absorbed_attention_mma_desc = {
     kl_mla_absorbed_attention_mma_params, 9, 48,
     kl__mla_absorbed_attention_mma_checks, 8,
     kl__mla_absorbed_attention_mma_consts, 1,
-    153600u, NULL};
+    153600u, NULL,
+    NULL};
 
 /* Looks kl_mla_absorbed_attention_mma's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_absorbed_attention_mma_get(kl_kernel *kernel, const kl_module *module) {
@@ -1364,7 +1373,8 @@ static const kl_kernel_desc kl_grouped_gemm_mma_desc = {
     kl_grouped_gemm_mma_params, 9, 48,
     kl__grouped_gemm_mma_checks, 8,
     NULL, 0,
-    65536u, NULL};
+    65536u, NULL,
+    NULL};
 
 /* Looks kl_grouped_gemm_mma's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_grouped_gemm_mma_get(kl_kernel *kernel, const kl_module *module) {
@@ -1509,7 +1519,8 @@ static const kl_kernel_desc kl_mla_q_rope_extract_wide_desc = {
     kl_mla_q_rope_extract_wide_params, 8, 40,
     kl__mla_q_rope_extract_wide_checks, 5,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_mla_q_rope_extract_wide's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_q_rope_extract_wide_get(kl_kernel *kernel, const kl_module *module) {
@@ -1636,7 +1647,8 @@ static const kl_kernel_desc kl_mla_q_rope_writeback_wide_desc = {
     kl_mla_q_rope_writeback_wide_params, 8, 40,
     kl__mla_q_rope_writeback_wide_checks, 5,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_mla_q_rope_writeback_wide's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_q_rope_writeback_wide_get(kl_kernel *kernel, const kl_module *module) {
@@ -1761,7 +1773,8 @@ static const kl_kernel_desc kl_mla_q_final_assemble_wide_desc = {
     kl_mla_q_final_assemble_wide_params, 8, 44,
     kl__mla_q_final_assemble_wide_checks, 4,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_mla_q_final_assemble_wide's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_q_final_assemble_wide_get(kl_kernel *kernel, const kl_module *module) {
@@ -1883,7 +1896,8 @@ static const kl_kernel_desc kl_mla_cache_assemble_wide_desc = {
     kl_mla_cache_assemble_wide_params, 8, 48,
     kl__mla_cache_assemble_wide_checks, 4,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_mla_cache_assemble_wide's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_cache_assemble_wide_get(kl_kernel *kernel, const kl_module *module) {

@@ -22,8 +22,8 @@
 
 #include "klaunch/klaunch.h"
 
-#if KL_RUNTIME_ABI != 2
-#error "klaunch/paged_decode.h was generated for klaunch runtime ABI 2; regenerate it: ./bazelw run //:generate"
+#if KL_RUNTIME_ABI != 3
+#error "klaunch/paged_decode.h was generated for klaunch runtime ABI 3; regenerate it: ./bazelw run //:generate"
 #endif
 
 #ifdef __cplusplus
@@ -109,7 +109,8 @@ static const kl_kernel_desc kl_paged_decode_attn_bf16_desc = {
     kl_paged_decode_attn_bf16_params, 14, 80,
     kl__paged_decode_attn_bf16_checks, 8,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_paged_decode_attn_bf16's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_attn_bf16_get(kl_kernel *kernel, const kl_module *module) {
@@ -288,7 +289,8 @@ static const kl_kernel_desc kl_paged_decode_attn_fp8_desc = {
     kl_paged_decode_attn_fp8_params, 17, 100,
     kl__paged_decode_attn_fp8_checks, 9,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_paged_decode_attn_fp8's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_attn_fp8_get(kl_kernel *kernel, const kl_module *module) {
@@ -478,7 +480,8 @@ static const kl_kernel_desc kl_paged_decode_attn_bf16_gqa_desc = {
     kl_paged_decode_attn_bf16_gqa_params, 14, 80,
     kl__paged_decode_attn_bf16_gqa_checks, 8,
     kl__paged_decode_attn_bf16_gqa_consts, 2,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_paged_decode_attn_bf16_gqa's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_attn_bf16_gqa_get(kl_kernel *kernel, const kl_module *module) {
@@ -660,7 +663,8 @@ static const kl_kernel_desc kl_paged_decode_attn_fp8_gqa_desc = {
     kl_paged_decode_attn_fp8_gqa_params, 17, 100,
     kl__paged_decode_attn_fp8_gqa_checks, 9,
     kl__paged_decode_attn_fp8_gqa_consts, 2,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_paged_decode_attn_fp8_gqa's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_attn_fp8_gqa_get(kl_kernel *kernel, const kl_module *module) {
@@ -1246,7 +1250,8 @@ static const kl_kernel_desc kl_paged_decode_split_bf16_desc = {
     kl_paged_decode_split_bf16_params, 16, 88,
     kl__paged_decode_split_bf16_checks, 11,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_paged_decode_split_bf16's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_split_bf16_get(kl_kernel *kernel, const kl_module *module) {
@@ -1461,7 +1466,8 @@ static const kl_kernel_desc kl_paged_decode_split_fp8_desc = {
     kl_paged_decode_split_fp8_params, 19, 104,
     kl__paged_decode_split_fp8_checks, 12,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_paged_decode_split_fp8's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_split_fp8_get(kl_kernel *kernel, const kl_module *module) {
@@ -1690,7 +1696,8 @@ static const kl_kernel_desc kl_paged_decode_split_bf16_gqa_desc = {
     kl_paged_decode_split_bf16_gqa_params, 16, 88,
     kl__paged_decode_split_bf16_gqa_checks, 11,
     kl__paged_decode_split_bf16_gqa_consts, 2,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_paged_decode_split_bf16_gqa's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_split_bf16_gqa_get(kl_kernel *kernel, const kl_module *module) {
@@ -1907,7 +1914,8 @@ static const kl_kernel_desc kl_paged_decode_split_fp8_gqa_desc = {
     kl_paged_decode_split_fp8_gqa_params, 19, 104,
     kl__paged_decode_split_fp8_gqa_checks, 12,
     kl__paged_decode_split_fp8_gqa_consts, 2,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_paged_decode_split_fp8_gqa's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_split_fp8_gqa_get(kl_kernel *kernel, const kl_module *module) {
@@ -2570,7 +2578,8 @@ static const kl_kernel_desc kl_paged_decode_split_combine_desc = {
     kl_paged_decode_split_combine_params, 6, 32,
     kl__paged_decode_split_combine_checks, 6,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_paged_decode_split_combine's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_split_combine_get(kl_kernel *kernel, const kl_module *module) {
@@ -2712,7 +2721,8 @@ static const kl_kernel_desc kl_paged_decode_split_combine_pdl_desc = {
     kl_paged_decode_split_combine_pdl_params, 6, 32,
     kl__paged_decode_split_combine_pdl_checks, 6,
     NULL, 0,
-    0, &kl__paged_decode_split_combine_pdl_attributes};
+    0, &kl__paged_decode_split_combine_pdl_attributes,
+    NULL};
 
 /* Looks kl_paged_decode_split_combine_pdl's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_split_combine_pdl_get(kl_kernel *kernel, const kl_module *module) {

@@ -602,6 +602,11 @@ static kl_status kl__cuda_launch(const kl_backend *be, const kl_launch *l) {
     return KL_SUCCESS;
 }
 
+static void kl__cuda_device_arch(const kl_backend *be, char *buf, size_t cap) {
+    const kl_cuda_backend *cb = (const kl_cuda_backend *)be;
+    snprintf(buf, cap, "sm_%d%d (ordinal %d)", cb->cc_major, cb->cc_minor, cb->ordinal);
+}
+
 static const kl_backend_ops kl__cuda_ops = {
     "cuda",
     kl__cuda_module_load,
@@ -609,6 +614,7 @@ static const kl_backend_ops kl__cuda_ops = {
     kl__cuda_module_info,
     kl__cuda_function_get,
     kl__cuda_launch,
+    kl__cuda_device_arch,
 };
 
 kl_status kl_cuda_backend_init(kl_cuda_backend *cb, int device_ordinal) {

@@ -47,7 +47,7 @@
 #include <stdint.h>
 
 /* Generated headers refuse to compile against another runtime ABI. */
-#define KL_RUNTIME_ABI 2
+#define KL_RUNTIME_ABI 3
 
 #ifndef KL_MAX_CONSTS
 #define KL_MAX_CONSTS 8
@@ -177,6 +177,10 @@ typedef struct kl_kernel_desc {
     uint32_t num_consts;
     uint32_t max_dynamic_shared; /* opt-in above the default, 0 for none */
     const kl_launch_attributes *attributes; /* NULL: plain launches */
+    /* The one target whose machine code the kernel needs ("sm_90a" for
+     * wgmma), or NULL: kl_kernel_get refuses a module whose loaded image
+     * was compiled for another (its metadata's cuda_arch line). */
+    const char *arch;
 } kl_kernel_desc;
 
 /* ---- modules, kernels, backends --------------------------------------- */
@@ -189,6 +193,7 @@ typedef struct kl_module {
     char variant[64];
     char spec_hash[80];
     char source_hash[80];
+    char arch[16]; /* "sm_90a": the target of the image the backend loaded; "" if the metadata has no cuda_arch */
     uint32_t num_consts;
     char const_names[KL_MAX_CONSTS][48];
     int64_t const_values[KL_MAX_CONSTS];
@@ -242,6 +247,8 @@ typedef struct kl_backend_ops {
     kl_status (*function_get)(struct kl_backend *be, void *module_handle, const kl_kernel_desc *desc,
                               void **fn, kl_func_attrs *attrs);
     kl_status (*launch)(const struct kl_backend *be, const kl_launch *launch);
+    /* Optional (NULL: unknown): the device's architecture, e.g. "sm_90", for messages. */
+    void (*device_arch)(const struct kl_backend *be, char *buf, size_t cap);
 } kl_backend_ops;
 
 /* Concrete backends embed this as their first member. */
@@ -271,7 +278,10 @@ int kl_module_const(const kl_module *module, const char *name, int64_t *value);
  * (the CUDA backend also compares its parameter layout with desc's). The
  * handle may be launched from any translation unit: each one that includes
  * a generated header has its own copy of kl_X_desc, and a launcher accepts
- * a copy that says the same (kl__desc_same). */
+ * a copy that says the same (kl__desc_same). A desc with `arch` (e.g.
+ * "sm_90a") needs the module's loaded image to be of that target
+ * (KL_ERROR_UNSUPPORTED otherwise, naming the device's and the loaded
+ * image's architecture). */
 kl_status kl_kernel_get(kl_kernel *out, const kl_module *module, const kl_kernel_desc *desc);
 
 /* One variant of a family as its spec defines it: the generated header's
@@ -560,11 +570,12 @@ int kl__desc_same(const kl_kernel_desc *a, const kl_kernel_desc *b) {
     /* Everything a launch reads from either copy: names and hash (which
      * launcher, built from which spec), the parameter layout the arguments
      * are packed by, the constants kl_kernel.consts is indexed by, the
-     * limits and the attributes. */
+     * limits, the attributes and the target arch. */
     if (!kl__str_same(a->launcher, b->launcher) || !kl__str_same(a->entry, b->entry) ||
         !kl__str_same(a->family, b->family) || !kl__str_same(a->spec_hash, b->spec_hash) ||
         a->num_params != b->num_params || a->param_bytes != b->param_bytes || a->num_checks != b->num_checks ||
-        a->num_consts != b->num_consts || a->max_dynamic_shared != b->max_dynamic_shared)
+        a->num_consts != b->num_consts || a->max_dynamic_shared != b->max_dynamic_shared ||
+        !kl__str_same(a->arch, b->arch))
         return 0;
     for (i = 0; i < a->num_params; i++) {
         const kl_param_info *p = &a->params[i], *q = &b->params[i];
@@ -695,8 +706,8 @@ kl_status kl__fail_check(const kl_kernel_desc *desc, kl_status status, uint32_t 
  * never a silent truncation or a misread number. Lines are "key value"
  * ("const NAME VALUE"), fields separated by spaces, at most
  * KL__MODULE_LINE_MAX characters; the first non-empty line is
- * "klaunch-module 1"; family, variant, spec_hash and source_hash appear at
- * most once and must fit their kl_module slot; family, variant and constant
+ * "klaunch-module 1"; family, variant, spec_hash, source_hash and cuda_arch
+ * ("900a": __CUDA_ARCH__ and an optional a or f suffix) appear at most once and must fit their kl_module slot; family, variant and constant
  * names are C identifiers; constant values are decimal int64 (an optional
  * '-', no leading zeros); a constant name appears once. Lines with other
  * keys are left for newer runtimes, within the same line limit. */
@@ -783,7 +794,8 @@ static kl_status kl__parse_module_info(const char *text, kl_module *m) {
             const size_t klen = flen[0];
 #define KL__KEY_IS(lit) (klen == sizeof(lit) - 1 && memcmp(key, lit, sizeof(lit) - 1) == 0)
             const int known = KL__KEY_IS("klaunch-module") || KL__KEY_IS("family") || KL__KEY_IS("variant") ||
-                              KL__KEY_IS("spec_hash") || KL__KEY_IS("source_hash") || KL__KEY_IS("const");
+                              KL__KEY_IS("spec_hash") || KL__KEY_IS("source_hash") || KL__KEY_IS("const") ||
+                              KL__KEY_IS("cuda_arch");
             const int want = KL__KEY_IS("const") ? 3 : 2;
             if (!have_magic && !KL__KEY_IS("klaunch-module"))
                 return kl__fail(KL_ERROR_MODULE_INFO,
@@ -823,6 +835,20 @@ static kl_status kl__parse_module_info(const char *text, kl_module *m) {
                                               flen[1]);
                 have_spec_hash |= is_spec;
                 have_source_hash |= !is_spec;
+            } else if (KL__KEY_IS("cuda_arch")) {
+                /* __CUDA_ARCH__ (decimal, a multiple of 10) and an optional a or f suffix: "900a" -> sm_90a. */
+                const char *v = field[1];
+                size_t digits = flen[1];
+                int64_t n = 0;
+                if (m->arch[0] != '\0')
+                    return kl__fail(KL_ERROR_MODULE_INFO, "module metadata line %u: a second cuda_arch line", line);
+                if (digits > 0 && (v[digits - 1] == 'a' || v[digits - 1] == 'f')) digits--;
+                if (!kl__parse_int64(v, digits, &n) || n < 100 || n > 9990 || n % 10 != 0)
+                    return kl__fail(KL_ERROR_MODULE_INFO,
+                                    "module metadata line %u: cuda_arch '%.*s' is not __CUDA_ARCH__ with an optional a "
+                                    "or f suffix",
+                                    line, (int)flen[1], v);
+                snprintf(m->arch, sizeof m->arch, "sm_%d%.*s", (int)(n / 10), (int)(flen[1] - digits), v + digits);
             } else if (KL__KEY_IS("const")) {
                 int64_t v;
                 uint32_t j;
@@ -1100,6 +1126,24 @@ kl_status kl_kernel_get(kl_kernel *out, const kl_module *module, const kl_kernel
                             "[%s:%u]",
                             desc->launcher, module->variant, desc->const_names[i], desc->spec_file,
                             (unsigned)desc->spec_line);
+    }
+    if (desc->arch != NULL && desc->arch[0] != '\0' && strcmp(module->arch, desc->arch) != 0) {
+        char device[32];
+        strcpy(device, "unknown");
+        if (module->backend->ops->device_arch != NULL)
+            module->backend->ops->device_arch(module->backend, device, sizeof device);
+        if (module->arch[0] == '\0')
+            return kl__fail(KL_ERROR_UNSUPPORTED,
+                            "kl_%s_get: kernel %s needs %s machine code, but module %s/%s does not say which "
+                            "target the image loaded on device %s was compiled for (no cuda_arch line in its "
+                            "metadata: rebuild it) [%s:%u]",
+                            desc->launcher, desc->entry, desc->arch, module->family, module->variant, device,
+                            desc->spec_file, (unsigned)desc->spec_line);
+        return kl__fail(KL_ERROR_UNSUPPORTED,
+                        "kl_%s_get: kernel %s needs %s machine code, but on device %s the driver loaded the %s "
+                        "image of module %s/%s [%s:%u]",
+                        desc->launcher, desc->entry, desc->arch, device, module->arch, module->family,
+                        module->variant, desc->spec_file, (unsigned)desc->spec_line);
     }
     attrs.max_threads = KL__THREADS_MAX;
     attrs.max_dynamic_shared = 48u * 1024u;

@@ -73,6 +73,7 @@ typedef struct kl_record_backend {
     uint32_t max_dynamic_shared; /* reported dynamic shared memory limit (default 48 KiB) */
     const char *missing_entry;   /* function_get of this entry fails with KL_ERROR_KERNEL_NOT_FOUND (default NULL) */
     kl_status launch_status;     /* launch returns this when not KL_SUCCESS, recording nothing (default KL_SUCCESS) */
+    const char *device_arch;     /* the device architecture messages name, e.g. "sm_80" (default NULL: "none") */
 } kl_record_backend;
 
 /* Records go to storage[0 .. capacity); the defaults above are set. */
@@ -204,6 +205,11 @@ static kl_status kl__record_launch(const kl_backend *be, const kl_launch *launch
     return KL_SUCCESS;
 }
 
+static void kl__record_device_arch(const kl_backend *be, char *buf, size_t cap) {
+    const kl_record_backend *rb = (const kl_record_backend *)be;
+    snprintf(buf, cap, "%s", rb->device_arch ? rb->device_arch : "none (record backend)");
+}
+
 static const kl_backend_ops kl__record_ops = {
     "record",
     kl__record_module_load,
@@ -211,6 +217,7 @@ static const kl_backend_ops kl__record_ops = {
     kl__record_module_info,
     kl__record_function_get,
     kl__record_launch,
+    kl__record_device_arch,
 };
 
 void kl_record_backend_init(kl_record_backend *rb, kl_record *storage, size_t capacity) {

@@ -20,7 +20,7 @@ import unittest
 
 import codegen_test_support as support
 
-CASES = ["minimal", "launch_only_bool", "variants_constants", "grid3d_shared", "all_launch_only", "launch_attributes"]
+CASES = ["minimal", "launch_only_bool", "variants_constants", "grid3d_shared", "all_launch_only", "launch_attributes", "arch"]
 STRICT = ["-Wall", "-Wextra", "-Werror", "-pedantic"]
 GCC = support.tool("gcc")
 GXX = support.tool("g++")
@@ -106,12 +106,31 @@ class KernelHeaderTest(unittest.TestCase):
                         with open(cubin, "rb") as f:
                             data = f.read()
                         text = (
-                            "klaunch-module 1\nfamily %s\nvariant %s\nspec_hash sha256:%s\nsource_hash %s\n"
+                            "klaunch-module 1\nfamily %s\nvariant %s\nspec_hash sha256:%s\nsource_hash %s\ncuda_arch 900\n"
                             % (family, variant, digest, source_hash or "unknown")
                         )
                         text += "".join("const %s %d\n" % (n, v) for n, v in consts)
                         self.assertIn(text.encode() + b"\0", data)
                         self.assertIn(b"kl__module_info\0", data)
+
+    def test_module_info_names_the_target_of_each_image(self):
+        """cuda_arch is __CUDA_ARCH__ with a for arch-specific and f for
+        family-specific code: what kl_kernel_get compares a launcher's arch with."""
+        family, variants = variants_of("arch")
+        for gencode, line in (("arch=compute_80,code=sm_80", b"cuda_arch 800\n"),
+                              ("arch=compute_90a,code=sm_90a", b"cuda_arch 900a\n"),
+                              ("arch=compute_100f,code=sm_100f", b"cuda_arch 1000f\n")):
+            with self.subTest(gencode=gencode), tempfile.TemporaryDirectory() as tmp:
+                golden_include_dir(tmp)
+                src = os.path.join(tmp, "k.cu")
+                with open(src, "w") as f:
+                    f.write('#include "klaunch/%s.cuh"\n' % family)
+                out = os.path.join(tmp, "k.cubin")
+                r = run([NVCC, "-cubin", "-gencode", gencode, "-I", tmp, "-DKL_VARIANT_%s" % variants[0][0], src, "-o", out])
+                self.assertEqual(r.returncode, 0, r.stdout)
+                with open(out, "rb") as f:
+                    data = f.read()
+                self.assertIn(b"source_hash unknown\n" + line, data)
 
     def test_variant_must_be_chosen_once(self):
         family, variants = variants_of("variants_constants")

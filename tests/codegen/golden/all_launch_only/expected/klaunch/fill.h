@@ -18,8 +18,8 @@
 
 #include "klaunch/klaunch.h"
 
-#if KL_RUNTIME_ABI != 2
-#error "klaunch/fill.h was generated for klaunch runtime ABI 2; regenerate it: ./bazelw run //:generate"
+#if KL_RUNTIME_ABI != 3
+#error "klaunch/fill.h was generated for klaunch runtime ABI 3; regenerate it: ./bazelw run //:generate"
 #endif
 
 #ifdef __cplusplus
@@ -56,7 +56,8 @@ static const kl_kernel_desc kl_fill_marker_desc = {
     NULL, 0, 0,
     kl__fill_marker_checks, 3,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_fill_marker's kernel up in a loaded fill module. */
 static inline kl_status kl_fill_marker_get(kl_kernel *kernel, const kl_module *module) {

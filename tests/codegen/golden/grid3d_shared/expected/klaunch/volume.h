@@ -22,8 +22,8 @@
 
 #include "klaunch/klaunch.h"
 
-#if KL_RUNTIME_ABI != 2
-#error "klaunch/volume.h was generated for klaunch runtime ABI 2; regenerate it: ./bazelw run //:generate"
+#if KL_RUNTIME_ABI != 3
+#error "klaunch/volume.h was generated for klaunch runtime ABI 3; regenerate it: ./bazelw run //:generate"
 #endif
 
 #ifdef __cplusplus
@@ -94,7 +94,8 @@ static const kl_kernel_desc kl_stencil3d_desc = {
     kl_stencil3d_params, 10, 56,
     kl__stencil3d_checks, 11,
     kl__stencil3d_consts, 1,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_stencil3d's kernel up in a loaded volume module. */
 static inline kl_status kl_stencil3d_get(kl_kernel *kernel, const kl_module *module) {

@@ -18,8 +18,8 @@
 
 #include "klaunch/klaunch.h"
 
-#if KL_RUNTIME_ABI != 2
-#error "klaunch/attrs.h was generated for klaunch runtime ABI 2; regenerate it: ./bazelw run //:generate"
+#if KL_RUNTIME_ABI != 3
+#error "klaunch/attrs.h was generated for klaunch runtime ABI 3; regenerate it: ./bazelw run //:generate"
 #endif
 
 #ifdef __cplusplus
@@ -73,7 +73,8 @@ static const kl_kernel_desc kl_clustered_desc = {
     kl_clustered_params, 3, 16,
     kl__clustered_checks, 4,
     kl__clustered_consts, 1,
-    0, &kl__clustered_attributes};
+    0, &kl__clustered_attributes,
+    NULL};
 
 /* Looks kl_clustered's kernel up in a loaded attrs module. */
 static inline kl_status kl_clustered_get(kl_kernel *kernel, const kl_module *module) {
@@ -169,7 +170,8 @@ static const kl_kernel_desc kl_dependent_desc = {
     kl_dependent_params, 2, 12,
     kl__dependent_checks, 3,
     NULL, 0,
-    0, &kl__dependent_attributes};
+    0, &kl__dependent_attributes,
+    NULL};
 
 /* Looks kl_dependent's kernel up in a loaded attrs module. */
 static inline kl_status kl_dependent_get(kl_kernel *kernel, const kl_module *module) {
@@ -247,7 +249,8 @@ static const kl_kernel_desc kl_grid_sync_desc = {
     kl_grid_sync_params, 1, 8,
     kl__grid_sync_checks, 3,
     NULL, 0,
-    0, &kl__grid_sync_attributes};
+    0, &kl__grid_sync_attributes,
+    NULL};
 
 /* Looks kl_grid_sync's kernel up in a loaded attrs module. */
 static inline kl_status kl_grid_sync_get(kl_kernel *kernel, const kl_module *module) {
@@ -314,7 +317,8 @@ static const kl_kernel_desc kl_plain_desc = {
     kl_plain_params, 1, 8,
     kl__plain_checks, 3,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_plain's kernel up in a loaded attrs module. */
 static inline kl_status kl_plain_get(kl_kernel *kernel, const kl_module *module) {

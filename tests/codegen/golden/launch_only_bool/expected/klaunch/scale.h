@@ -20,8 +20,8 @@
 
 #include "klaunch/klaunch.h"
 
-#if KL_RUNTIME_ABI != 2
-#error "klaunch/scale.h was generated for klaunch runtime ABI 2; regenerate it: ./bazelw run //:generate"
+#if KL_RUNTIME_ABI != 3
+#error "klaunch/scale.h was generated for klaunch runtime ABI 3; regenerate it: ./bazelw run //:generate"
 #endif
 
 #ifdef __cplusplus
@@ -77,7 +77,8 @@ static const kl_kernel_desc kl_scale_rows_desc = {
     kl_scale_rows_params, 7, 44,
     kl__scale_rows_checks, 6,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_scale_rows's kernel up in a loaded scale module. */
 static inline kl_status kl_scale_rows_get(kl_kernel *kernel, const kl_module *module) {

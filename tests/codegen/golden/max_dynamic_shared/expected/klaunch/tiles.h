@@ -18,8 +18,8 @@
 
 #include "klaunch/klaunch.h"
 
-#if KL_RUNTIME_ABI != 2
-#error "klaunch/tiles.h was generated for klaunch runtime ABI 2; regenerate it: ./bazelw run //:generate"
+#if KL_RUNTIME_ABI != 3
+#error "klaunch/tiles.h was generated for klaunch runtime ABI 3; regenerate it: ./bazelw run //:generate"
 #endif
 
 #ifdef __cplusplus
@@ -80,7 +80,8 @@ static const kl_kernel_desc kl_tile_rows_desc = {
     kl_tile_rows_params, 4, 24,
     kl__tile_rows_checks, 5,
     kl__tile_rows_consts, 1,
-    102400u, NULL};
+    102400u, NULL,
+    NULL};
 
 /* Looks kl_tile_rows's kernel up in a loaded tiles module. */
 static inline kl_status kl_tile_rows_get(kl_kernel *kernel, const kl_module *module) {
@@ -182,7 +183,8 @@ static const kl_kernel_desc kl_tile_fixed_desc = {
     kl_tile_fixed_params, 3, 20,
     kl__tile_fixed_checks, 4,
     NULL, 0,
-    65536u, NULL};
+    65536u, NULL,
+    NULL};
 
 /* Looks kl_tile_fixed's kernel up in a loaded tiles module. */
 static inline kl_status kl_tile_fixed_get(kl_kernel *kernel, const kl_module *module) {
@@ -270,7 +272,8 @@ static const kl_kernel_desc kl_tile_default_desc = {
     kl_tile_default_params, 2, 12,
     kl__tile_default_checks, 4,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_tile_default's kernel up in a loaded tiles module. */
 static inline kl_status kl_tile_default_get(kl_kernel *kernel, const kl_module *module) {

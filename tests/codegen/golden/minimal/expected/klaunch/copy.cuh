@@ -119,12 +119,29 @@ template <class kl__F> struct kl__signature_copy_f32 {
 };
 
 /* ---- module metadata: read by kl_module_load() through KL_MODULE_INFO_SYMBOL ---- */
+#ifndef KL__CUDA_ARCH_LINE
+/* "cuda_arch 900a\n": the target this image was compiled for (__CUDA_ARCH__,
+ * a for arch-specific, f for family-specific code), so the runtime knows
+ * which of a fatbin's images the driver loaded (launchers with `arch`). */
+#define KL__STR2(x) #x
+#define KL__STR(x) KL__STR2(x)
+#if !defined(__CUDA_ARCH__)
+#define KL__CUDA_ARCH_LINE ""
+#elif defined(__CUDA_ARCH_SPECIFIC__)
+#define KL__CUDA_ARCH_LINE "cuda_arch " KL__STR(__CUDA_ARCH__) "a\n"
+#elif defined(__CUDA_ARCH_FAMILY_SPECIFIC__)
+#define KL__CUDA_ARCH_LINE "cuda_arch " KL__STR(__CUDA_ARCH__) "f\n"
+#else
+#define KL__CUDA_ARCH_LINE "cuda_arch " KL__STR(__CUDA_ARCH__) "\n"
+#endif
+#endif
 extern "C" __device__ const char kl__module_info[] =
     "klaunch-module 1\n"
     "family copy\n"
     "variant " KL__COPY_VARIANT "\n"
     "spec_hash sha256:3963d4efa577d967f5f1477585cb8471b83da852bf465cebbaf916819bea7b8f\n"
     "source_hash " KL_SOURCE_HASH "\n"
+    KL__CUDA_ARCH_LINE
     KL__COPY_CONST_LINES;
 
 #endif /* KLAUNCH_COPY_CUH */

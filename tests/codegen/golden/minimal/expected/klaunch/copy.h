@@ -20,8 +20,8 @@
 
 #include "klaunch/klaunch.h"
 
-#if KL_RUNTIME_ABI != 2
-#error "klaunch/copy.h was generated for klaunch runtime ABI 2; regenerate it: ./bazelw run //:generate"
+#if KL_RUNTIME_ABI != 3
+#error "klaunch/copy.h was generated for klaunch runtime ABI 3; regenerate it: ./bazelw run //:generate"
 #endif
 
 #ifdef __cplusplus
@@ -67,7 +67,8 @@ static const kl_kernel_desc kl_copy_f32_desc = {
     kl_copy_f32_params, 3, 20,
     kl__copy_f32_checks, 3,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_copy_f32's kernel up in a loaded copy module. */
 static inline kl_status kl_copy_f32_get(kl_kernel *kernel, const kl_module *module) {

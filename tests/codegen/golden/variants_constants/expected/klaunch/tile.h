@@ -20,8 +20,8 @@
 
 #include "klaunch/klaunch.h"
 
-#if KL_RUNTIME_ABI != 2
-#error "klaunch/tile.h was generated for klaunch runtime ABI 2; regenerate it: ./bazelw run //:generate"
+#if KL_RUNTIME_ABI != 3
+#error "klaunch/tile.h was generated for klaunch runtime ABI 3; regenerate it: ./bazelw run //:generate"
 #endif
 
 #ifdef __cplusplus
@@ -103,7 +103,8 @@ static const kl_kernel_desc kl_tile_attn_desc = {
     kl_tile_attn_params, 5, 28,
     kl__tile_attn_checks, 6,
     kl__tile_attn_consts, 2,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_tile_attn's kernel up in a loaded tile module. */
 static inline kl_status kl_tile_attn_get(kl_kernel *kernel, const kl_module *module) {
@@ -218,7 +219,8 @@ static const kl_kernel_desc kl_tile_fill_desc = {
     kl_tile_fill_params, 2, 12,
     kl__tile_fill_checks, 3,
     NULL, 0,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_tile_fill's kernel up in a loaded tile module. */
 static inline kl_status kl_tile_fill_get(kl_kernel *kernel, const kl_module *module) {
