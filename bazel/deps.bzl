@@ -18,6 +18,8 @@ name (so a caller can bring its own):
   gtest                  Debian's libgtest-dev: @gtest//:gtest, @gtest//:gtest_main
   local_cuda             the CUDA toolkit (bazel/cuda_configure.bzl); `cuda_path`
                          is its `path` attribute
+  kl_sass_tools          cuobjdump and nvdisasm for the SASS tests
+                         (bazel/sass_tools.bzl; ./bazelw installs them)
 
 The first three are what Bazel's default WORKSPACE suffix would download;
 declared first, they make the suffix's maybe(http_archive, ...) skip them.
@@ -25,6 +27,7 @@ Call klaunch_dependencies() before anything that needs them is loaded.
 """
 
 load(":cuda_configure.bzl", "cuda_configure")
+load(":sass_tools.bzl", "sass_tools_configure")
 
 def _klaunch_dir_impl(rctx):
     # A WORKSPACE macro cannot turn a label into a path; a repository rule
@@ -70,3 +73,5 @@ def klaunch_dependencies(cuda_path = None):
             cuda_configure(name = "local_cuda", path = cuda_path)
         else:
             cuda_configure(name = "local_cuda")
+    if _missing("kl_sass_tools"):
+        sass_tools_configure(name = "kl_sass_tools")
