@@ -5,7 +5,8 @@
 // - Every system header a kernel may include comes first, so that nothing
 //   below changes them.
 // - KL_EMULATOR and __CUDACC__ are defined; __CUDA_ARCH__ is KL_EMU_ARCH
-//   (default 900: the sm_90 paths of `#if __CUDA_ARCH__` are the ones run).
+//   (default 900: the sm_90 paths of `#if __CUDA_ARCH__` are the ones run,
+//   and at 900 the sm_90a ones: __CUDA_ARCH_FEAT_SM90_ALL, __CUDA_ARCH_SPECIFIC__).
 // - CUDA's qualifiers: __global__, __device__, __host__, __forceinline__
 //   vanish; __shared__ variables become statics in the section
 //   kl_emu_shared, which the emulator treats as the block's static shared
@@ -55,6 +56,13 @@
 #define KL_EMU_ARCH 900
 #endif
 #define __CUDA_ARCH__ KL_EMU_ARCH
+#if KL_EMU_ARCH == 900
+/* At 900 the emulator runs the sm_90a image, the one an H100/H200 loads from
+ * a fatbin that has it: the wgmma paths (kernels/common/kl_ptx_sm90.cuh,
+ * tests/emu/sm90_*), and its metadata says cuda_arch 900a. */
+#define __CUDA_ARCH_FEAT_SM90_ALL 1
+#define __CUDA_ARCH_SPECIFIC__ 900
+#endif
 
 #define __global__
 #define __device__

@@ -1,0 +1,145 @@
+/* kl_ptx_sm90.cuh - the sm_90a (Hopper) instructions of klaunch's kernels,
+ * one wrapper each, as kernels/common/kl_ptx.cuh is for sm_80's: under the
+ * CPU emulator (KL_EMULATOR) they are tests/emu/sm90_ptx_emu.h's emulation,
+ * tested there against the PTX ISA (tests/emu/sm90_wgmma_test.cc).
+ *
+ * wgmma.mma_async bf16 x bf16 -> fp32, both operands from shared memory
+ * (descriptors), in the shapes the kernels use: m64n32k16, m64n128k16 and
+ * m64n256k16, B K-major (imm-trans-b 0) or N-major (1). Compiled by nvcc
+ * only for the sm_90a target (`#if defined(__CUDA_ARCH_FEAT_SM90_ALL)`
+ * around their use; launchers with `arch: sm_90a`).
+ *
+ * Shared-memory operands (PTX ISA, "Shared Memory Matrix Layout" and
+ * "Matrix Descriptor Format") are all in the 128-byte swizzle layout here:
+ * a tile is slabs of 64 bf16 (128 bytes) of the contiguous dimension; in a
+ * slab, row r is the 128 bytes at r * 128 and its 16-byte chunk c sits at
+ * chunk c ^ (r % 8). Slabs start at 1024-byte boundaries (the pattern
+ * repeats every 8 rows), so the descriptors' base offset is 0. In the
+ * ISA's canonical forms, with T = 8 bf16 per 16 bytes:
+ *   K-major  ((8,m),(T,2k)):((8T,SBO),(1,T)): SBO = 1024 (the next 8 rows),
+ *            LBO unused (1). A k16 step inside a slab is +32 bytes of the
+ *            start address; the hardware applies the XOR to the address.
+ *   MN-major ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)): LBO = the stride between
+ *            64-element slabs along M/N, SBO = 1024 (the next 8 rows of K).
+ * Descriptor bits: 13-0 start address >> 4, 29-16 LBO >> 4, 45-32 SBO >> 4,
+ * 51-49 base offset (0), 63-62 swizzle (1 = 128-byte).
+ *
+ * Accumulator fragment of m64nNk16 (f32): thread t of the warpgroup, warp
+ * w = t / 32, g = (t % 32) / 4, q = t % 4; d[4i + 0], d[4i + 1] are row
+ * 16w + g, columns 8i + 2q and 8i + 2q + 1; d[4i + 2], d[4i + 3] the same
+ * columns of row 16w + g + 8 (i = 0 .. N/8 - 1).
+ *
+ * Ordering: shared memory written by ordinary stores or cp.async is read by
+ * wgmma through the async proxy, so each writing thread runs
+ * fence.proxy.async.shared::cta after its writes landed and before the
+ * barrier that releases them; wgmma.fence before the first wgmma that
+ * touches accumulators written by ordinary code; commit_group and
+ * wait_group before the accumulators are read or written again.
+ */
+#ifndef KLAUNCH_KERNELS_COMMON_KL_PTX_SM90_CUH
+#define KLAUNCH_KERNELS_COMMON_KL_PTX_SM90_CUH
+
+#include <stdint.h>
+
+/* A 128-byte-swizzle matrix descriptor for a shared-memory operand at byte
+ * address `addr` (16-byte aligned; its slab 1024-byte aligned). Plain
+ * arithmetic: the same under the emulator. */
+static __device__ __forceinline__ uint64_t kl__wgmma_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return (uint64_t)((addr & 0x3ffffu) >> 4) | ((uint64_t)((lbo & 0x3ffffu) >> 4) << 16) |
+           ((uint64_t)((sbo & 0x3ffffu) >> 4) << 32) | ((uint64_t)1 << 62);
+}
+
+#ifdef KL_EMULATOR
+#include "tests/emu/sm90_ptx_emu.h"
+#elif defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+static __device__ __forceinline__ void kl__wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+static __device__ __forceinline__ void kl__wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+/* Waits until at most N of the warpgroup's committed wgmma groups are pending. */
+template <int N>
+static __device__ __forceinline__ void kl__wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+/* This thread's generic-proxy shared-memory writes (st.shared, landed
+ * cp.async) become visible to the async proxy (wgmma) after the next barrier. */
+static __device__ __forceinline__ void kl__fence_proxy_async_shared() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+/* Ties accumulator registers at this point (no code moves their reads or
+ * writes across it): after a wait_group, before code that reads them. */
+template <int N>
+static __device__ __forceinline__ void kl__wgmma_fence_operand(float (&d)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* d = A B + (accumulate ? d : 0), m64nNk16, A and B from shared memory. */
+template <int N, int TRANS_B>
+static __device__ __forceinline__ void kl__wgmma_bf16_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
+                                                          uint32_t accumulate);
+
+template <>
+__device__ __forceinline__ void kl__wgmma_bf16_ss<32, 0>(float (&d)[16], uint64_t desc_a, uint64_t desc_b,
+                                                         uint32_t accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, "
+        "%12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+#define KL__WGMMA_ACC64(d, o)                                                                                     \
+    "+f"(d[o + 0]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), "+f"(d[o + 4]), "+f"(d[o + 5]),            \
+        "+f"(d[o + 6]), "+f"(d[o + 7]), "+f"(d[o + 8]), "+f"(d[o + 9]), "+f"(d[o + 10]), "+f"(d[o + 11]),     \
+        "+f"(d[o + 12]), "+f"(d[o + 13]), "+f"(d[o + 14]), "+f"(d[o + 15]), "+f"(d[o + 16]), "+f"(d[o + 17]), \
+        "+f"(d[o + 18]), "+f"(d[o + 19]), "+f"(d[o + 20]), "+f"(d[o + 21]), "+f"(d[o + 22]), "+f"(d[o + 23]), \
+        "+f"(d[o + 24]), "+f"(d[o + 25]), "+f"(d[o + 26]), "+f"(d[o + 27]), "+f"(d[o + 28]), "+f"(d[o + 29]), \
+        "+f"(d[o + 30]), "+f"(d[o + 31]), "+f"(d[o + 32]), "+f"(d[o + 33]), "+f"(d[o + 34]), "+f"(d[o + 35]), \
+        "+f"(d[o + 36]), "+f"(d[o + 37]), "+f"(d[o + 38]), "+f"(d[o + 39]), "+f"(d[o + 40]), "+f"(d[o + 41]), \
+        "+f"(d[o + 42]), "+f"(d[o + 43]), "+f"(d[o + 44]), "+f"(d[o + 45]), "+f"(d[o + 46]), "+f"(d[o + 47]), \
+        "+f"(d[o + 48]), "+f"(d[o + 49]), "+f"(d[o + 50]), "+f"(d[o + 51]), "+f"(d[o + 52]), "+f"(d[o + 53]), \
+        "+f"(d[o + 54]), "+f"(d[o + 55]), "+f"(d[o + 56]), "+f"(d[o + 57]), "+f"(d[o + 58]), "+f"(d[o + 59]), \
+        "+f"(d[o + 60]), "+f"(d[o + 61]), "+f"(d[o + 62]), "+f"(d[o + 63])
+/* m64n128k16: 64 accumulators; imm-trans-b as TRANS_B. */
+#define KL__WGMMA_N128(TB)                                                                                          \
+    template <>                                                                                                      \
+    __device__ __forceinline__ void kl__wgmma_bf16_ss<128, TB>(float (&d)[64], uint64_t desc_a, uint64_t desc_b,   \
+                                                               uint32_t accumulate) {                               \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                    \
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"                                       \
+                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "    \
+                     "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "    \
+                     "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "    \
+                     "%56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, " #TB ";\n}\n"                  \
+                     : KL__WGMMA_ACC64(d, 0)                                                                         \
+                     : "l"(desc_a), "l"(desc_b), "r"(accumulate));                                                   \
+    }
+KL__WGMMA_N128(0)
+KL__WGMMA_N128(1)
+#undef KL__WGMMA_N128
+
+/* m64n256k16, B N-major: 128 accumulators. */
+template <>
+__device__ __forceinline__ void kl__wgmma_bf16_ss<256, 1>(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
+                                                          uint32_t accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
+        "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "
+        "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, "
+        "%60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, "
+        "%100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, "
+        "%117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+        : KL__WGMMA_ACC64(d, 0), KL__WGMMA_ACC64(d, 64)
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+#undef KL__WGMMA_ACC64
+
+#endif /* KL_EMULATOR / __CUDA_ARCH_FEAT_SM90_ALL */
+#endif /* KLAUNCH_KERNELS_COMMON_KL_PTX_SM90_CUH */

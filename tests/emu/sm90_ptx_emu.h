@@ -1,0 +1,58 @@
+// sm90_ptx_emu.h - the CPU emulator's kernels/common/kl_ptx_sm90.cuh: the
+// same functions, each calling the emulation of its instruction
+// (tests/emu/sm90_wgmma.cc, written from the PTX ISA's wgmma sections).
+// kl_ptx_sm90.cuh includes this instead of its asm when KL_EMULATOR is
+// defined.
+//
+// What the emulation makes observable (tests/emu/sm90_wgmma_test.cc):
+// - wgmma.mma_async is a warpgroup instruction: all 128 threads of a
+//   warpgroup issue the same sequence (shape, transpose, descriptors,
+//   scale-d), or the launch faults (kCollective); a block whose size is not
+//   a whole number of warpgroups faults.
+// - It is asynchronous: issuing saves the accumulator and fills it with NaN;
+//   the product is computed, from shared memory as it is then, when a
+//   wgmma.wait_group of the warpgroup (a barrier of its 128 threads)
+//   completes its group. So an accumulator read before its wait reads NaN,
+//   one written before its wait loses the write, and shared memory changed
+//   before the wait changes the result: each shows in the output.
+// - Successive products into one accumulator chain in issue order.
+// - A thread that returns with products not waited for faults.
+// - fence.proxy.async and wgmma.fence are accepted and counted; the
+//   emulator does not model the async proxy's visibility (races between
+//   threads are the race checker's, through the barriers).
+#ifndef KLAUNCH_TESTS_EMU_SM90_PTX_EMU_H
+#define KLAUNCH_TESTS_EMU_SM90_PTX_EMU_H
+
+#include <stdint.h>
+
+// C linkage: the emulated unity file wraps the kernels (and so this header)
+// in a namespace of their own; C names bind to the runtime's definitions
+// whatever namespace declares them.
+extern "C" {
+void kl_emu_sm90_wgmma_bf16_ss(float *d, uint32_t n, uint32_t trans_b, uint64_t desc_a, uint64_t desc_b,
+                               uint32_t accumulate);
+void kl_emu_sm90_wgmma_fence(void);
+void kl_emu_sm90_wgmma_commit(void);
+void kl_emu_sm90_wgmma_wait(uint32_t pending);
+void kl_emu_sm90_fence_proxy_async(void);
+}
+
+static inline void kl__wgmma_fence() { kl_emu_sm90_wgmma_fence(); }
+static inline void kl__wgmma_commit() { kl_emu_sm90_wgmma_commit(); }
+template <int N>
+static inline void kl__wgmma_wait() {
+    static_assert(N >= 0 && N <= 7, "wgmma.wait_group takes 0..7");
+    kl_emu_sm90_wgmma_wait((uint32_t)N);
+}
+static inline void kl__fence_proxy_async_shared() { kl_emu_sm90_fence_proxy_async(); }
+template <int N>
+static inline void kl__wgmma_fence_operand(float (&)[N]) {}
+
+template <int N, int TRANS_B>
+static inline void kl__wgmma_bf16_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, uint32_t accumulate) {
+    static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma m64nNk16: N is a multiple of 8 up to 256");
+    static_assert(TRANS_B == 0 || TRANS_B == 1, "imm-trans-b is 0 or 1");
+    kl_emu_sm90_wgmma_bf16_ss(d, (uint32_t)N, (uint32_t)TRANS_B, desc_a, desc_b, accumulate);
+}
+
+#endif  // KLAUNCH_TESTS_EMU_SM90_PTX_EMU_H
