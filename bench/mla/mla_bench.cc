@@ -18,10 +18,16 @@
 //   attn_seed_576   the seed kernel kl_mla_prefill_attention_320 (D 576, one
 //                   KV head, V = the cache row) at 16 heads, seq 1024, causal,
 //                   and attn_mma_576_small, the tensor-core kernel at that shape
+//   attn_wgmma_576, attn_wgmma_320
+//                   kl_mla_absorbed_attention_wgmma (sm_90a, wgmma) at the
+//                   same shapes (rows left out, with a note, where the GPU
+//                   is not sm_90: kl_X_get refuses)
 //   gemm_mma        kl_grouped_gemm_mma at m 4096, g 128, k_g 128, n_g 512
 //                   (q_nope @ w_uk), gemm_mma_t at k_g 512, n_g 128
 //                   (o_lat @ w_uv^T); gemm_seed: kl_grouped_gemm_mla at the
-//                   first shape
+//                   first shape; gemm_wgmma, gemm_wgmma_t: kl_grouped_gemm_wgmma
+//                   at both shapes. GEMM rows also carry bytes (A + B read
+//                   once, C written once) for the copy-bandwidth ratio
 //   dm_*            the five data-movement launchers at sizes far past L2:
 //                   bytes = what the contract reads + writes, each once;
 //                   dm_*_wide: the wide twins (one block per 2048 elements)
@@ -32,7 +38,8 @@
 //
 // Correctness guards (exit 1 when broken): the tensor-core attention's
 // output equals the seed's first kv_lora columns (relative norm < 1e-2) at
-// the small shape, and the tiled grouped GEMM's C equals the seed's.
+// the small shape, the wgmma attention's equals the mma one's there, and
+// the tiled grouped GEMMs' C equals the seed's.
 // Prints a table; --json writes the numbers. Exit 1 on any failure.
 #define KLAUNCH_IMPLEMENTATION
 #include "klaunch/cuda_backend.h"
@@ -120,7 +127,10 @@ std::vector<Result> g_results;
 
 void report(const std::string &name, const std::string &what, double us, double flops, double bytes) {
     g_results.push_back({name, what, us, flops, bytes});
-    if (flops > 0)
+    if (flops > 0 && bytes > 0)
+        std::printf("  %-20s %10.1f us  %8.1f TFLOP/s  %7.1f GB/s  %s\n", name.c_str(), us, flops / us * 1e-6,
+                    bytes / us * 1e-3, what.c_str());
+    else if (flops > 0)
         std::printf("  %-20s %10.1f us  %8.1f TFLOP/s   %s\n", name.c_str(), us, flops / us * 1e-6, what.c_str());
     else
         std::printf("  %-20s %10.1f us  %8.1f GB/s      %s\n", name.c_str(), us, bytes / us * 1e-3, what.c_str());
@@ -168,9 +178,27 @@ void bench_copy() {
 
 double attn_flops(double heads, double s, double d_qk, double d_v) { return heads * s * (s + 1) / 2 * 2 * (d_qk + d_v); }
 
-void bench_attention(const kl_module *mod, uint32_t d, uint32_t heads, uint32_t seq, const std::string &name) {
+typedef kl_status (*GetFn)(kl_kernel *, const kl_module *);
+typedef kl_status (*AttnFn)(const kl_kernel *, const kl_bf16 *, const kl_bf16 *, kl_bf16 *, uint32_t, uint32_t,
+                            uint32_t, uint32_t, uint32_t, float, bool, kl_stream);
+typedef kl_status (*GemmFn)(const kl_kernel *, const kl_bf16 *, const kl_bf16 *, kl_bf16 *, uint32_t, uint32_t,
+                            uint32_t, uint32_t, uint32_t, uint32_t, kl_stream);
+
+// kl_X_get of an sm_90a launcher: false (with a note) where this GPU refuses it.
+bool get_or_note(GetFn get, kl_kernel *k, const kl_module *mod, const char *what) {
+    const kl_status st = get(k, mod);
+    if (st == KL_ERROR_UNSUPPORTED) {
+        std::printf("  (%s left out: %s)\n", what, kl_last_error_message());
+        return false;
+    }
+    ok(st, what);
+    return true;
+}
+
+void bench_attention(const kl_module *mod, uint32_t d, uint32_t heads, uint32_t seq, const std::string &name,
+                     GetFn get = kl_mla_absorbed_attention_mma_get, AttnFn attn = kl_mla_absorbed_attention_mma) {
     kl_kernel k;
-    ok(kl_mla_absorbed_attention_mma_get(&k, mod), "kl_mla_absorbed_attention_mma_get");
+    if (!get_or_note(get, &k, mod, name.c_str())) return;
     const uint32_t dv = d - 64;
     const size_t q_bytes = size_t{seq} * heads * d * 2, kv_bytes = size_t{seq} * d * 2;
     const size_t nsets = rotation(q_bytes + kv_bytes);
@@ -185,9 +213,9 @@ void bench_attention(const kl_module *mod, uint32_t d, uint32_t heads, uint32_t 
     const double us = median_us(
         [&](int run) {
             const size_t s = static_cast<size_t>(run) % nsets;
-            ok(kl_mla_absorbed_attention_mma(&k, q[s].bf(), kv[s].bf(), out.bf(), seq, 1, heads, d, dv,
-                                             static_cast<float>(kScale), true, nullptr),
-               "kl_mla_absorbed_attention_mma");
+            ok(attn(&k, q[s].bf(), kv[s].bf(), out.bf(), seq, 1, heads, d, dv, static_cast<float>(kScale), true,
+                    nullptr),
+               name.c_str());
         },
         g_runs, 3);
     std::ostringstream what;
@@ -231,6 +259,17 @@ void bench_seed_attention(uint32_t heads, uint32_t seq) {
     const double diff = rel_diff(out_seed, d, out_mma, dv, size_t{seq} * heads);
     std::printf("  check: tensor-core attention vs seed, ||diff|| / ||seed|| = %.2e\n", diff);
     if (!(diff < 1e-2)) die("the tensor-core attention disagrees with the seed kernel");
+    kl_kernel wg;
+    if (get_or_note(kl_mla_absorbed_attention_wgmma_get, &wg, &g_mod.v576, "the wgmma check")) {
+        Buf out_wg(size_t{seq} * heads * dv * 2);
+        ok(kl_mla_absorbed_attention_wgmma(&wg, q[0].bf(), kv[0].bf(), out_wg.bf(), seq, 1, heads, d, dv,
+                                           static_cast<float>(kScale), true, nullptr),
+           "kl_mla_absorbed_attention_wgmma");
+        ok(kl_cuda_synchronize(&g_cuda), "wgmma attention");
+        const double dw = rel_diff(out_wg, dv, out_mma, dv, size_t{seq} * heads);
+        std::printf("  check: wgmma attention vs mma attention, ||diff|| / ||mma|| = %.2e\n", dw);
+        if (!(dw < 1e-2)) die("the wgmma attention disagrees with the mma.sync one");
+    }
     std::ostringstream what;
     what << "D 576 (V = the cache row, D wide), " << heads << " heads, seq " << seq << ", causal";
     report("attn_seed_576", what.str(), median_us(run_seed, 5, 1), attn_flops(heads, seq, d, d), 0);
@@ -239,9 +278,10 @@ void bench_seed_attention(uint32_t heads, uint32_t seq) {
     report("attn_mma_576_small", what2.str(), median_us(run_mma, g_runs, 3), attn_flops(heads, seq, d, dv), 0);
 }
 
-void bench_gemm(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std::string &name, bool with_seed) {
+void bench_gemm(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std::string &name, bool with_seed,
+                GetFn get = kl_grouped_gemm_mma_get, GemmFn gemm = kl_grouped_gemm_mma) {
     kl_kernel k;
-    ok(kl_grouped_gemm_mma_get(&k, &g_mod.v576), "kl_grouped_gemm_mma_get");
+    if (!get_or_note(get, &k, &g_mod.v576, name.c_str())) return;
     const size_t a_bytes = size_t{m} * g * kg * 2, b_bytes = size_t{g} * ng * kg * 2, c_bytes = size_t{m} * g * ng * 2;
     const size_t nsets = rotation(a_bytes + b_bytes);
     std::vector<Buf> a, b;
@@ -254,13 +294,12 @@ void bench_gemm(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std::str
     Buf c(c_bytes);
     auto run_mma = [&](int run) {
         const size_t s = static_cast<size_t>(run) % nsets;
-        ok(kl_grouped_gemm_mma(&k, a[s].bf(), b[s].bf(), c.bf(), m, g, kg, ng, g * kg, g * ng, nullptr),
-           "kl_grouped_gemm_mma");
+        ok(gemm(&k, a[s].bf(), b[s].bf(), c.bf(), m, g, kg, ng, g * kg, g * ng, nullptr), name.c_str());
     };
     const double flops = 2.0 * m * g * kg * ng;
     std::ostringstream what;
     what << "m " << m << ", g " << g << ", k_g " << kg << ", n_g " << ng << ", " << nsets << " input sets";
-    report(name, what.str(), median_us(run_mma, g_runs, 3), flops, 0);
+    report(name, what.str(), median_us(run_mma, g_runs, 3), flops, double(a_bytes + b_bytes + c_bytes));
     if (!with_seed) return;
     kl_kernel seed;
     ok(kl_grouped_gemm_mla_get(&seed, &g_mod.v576), "kl_grouped_gemm_mla_get");
@@ -274,10 +313,10 @@ void bench_gemm(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std::str
     run_mma(0);
     ok(kl_cuda_synchronize(&g_cuda), "grouped GEMM");
     const double diff = rel_diff(c, size_t{g} * ng, c_seed, size_t{g} * ng, std::min<size_t>(m, 256));
-    std::printf("  check: tiled grouped GEMM vs seed (first %u rows), ||diff|| / ||seed|| = %.2e\n",
-                std::min(m, 256u), diff);
+    std::printf("  check: %s vs seed (first %u rows), ||diff|| / ||seed|| = %.2e\n", name.c_str(), std::min(m, 256u),
+                diff);
     if (!(diff < 1e-2)) die("the tiled grouped GEMM disagrees with the seed kernel");
-    report("gemm_seed", what.str(), median_us(run_seed, 5, 1), flops, 0);
+    if (get == kl_grouped_gemm_mma_get) report("gemm_seed", what.str(), median_us(run_seed, 5, 1), flops, 0);
 }
 
 // The five data-movement launchers (deepseek_v4_flash shapes: 128 heads,
@@ -414,9 +453,15 @@ int main(int argc, char **argv) {
     bench_copy();
     bench_attention(&g_mod.v576, 576, 128, seq, "attn_mma_576");
     bench_attention(&g_mod.v320, 320, 128, seq, "attn_mma_320");
+    bench_attention(&g_mod.v576, 576, 128, seq, "attn_wgmma_576", kl_mla_absorbed_attention_wgmma_get,
+                    kl_mla_absorbed_attention_wgmma);
+    bench_attention(&g_mod.v320, 320, 128, seq, "attn_wgmma_320", kl_mla_absorbed_attention_wgmma_get,
+                    kl_mla_absorbed_attention_wgmma);
     bench_seed_attention(16, quick ? 512 : 1024);
     bench_gemm(4096, 128, 128, 512, "gemm_mma", true);
     bench_gemm(4096, 128, 512, 128, "gemm_mma_t", false);
+    bench_gemm(4096, 128, 128, 512, "gemm_wgmma", true, kl_grouped_gemm_wgmma_get, kl_grouped_gemm_wgmma);
+    bench_gemm(4096, 128, 512, 128, "gemm_wgmma_t", false, kl_grouped_gemm_wgmma_get, kl_grouped_gemm_wgmma);
     bench_data_movement();
 
     if (!json.empty()) write_json(json, name);

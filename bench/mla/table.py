@@ -4,7 +4,7 @@ each measure, its target and the ratio (>= 1 meets the target).
 
     python3 bench/mla/table.py mla_bench.json [--torch torch_baselines.json]
 
-Targets (issue 4): absorbed attention >= 0.65 of the dense bf16 matmul rate
+Targets (issue 4; the wgmma rows: issue 13): absorbed attention >= 0.65 of the dense bf16 matmul rate
 and >= 20x PyTorch SDPA at the absorbed shape; tiled grouped GEMM >= 0.7 of
 torch.bmm at the same shape; data movement >= 0.8 of the copy bandwidth
 measured in the same run (cuMemcpyDtoD); for rope extract/writeback and
@@ -80,6 +80,19 @@ def main():
     row("grouped GEMM mma m 4096 g 128 k 512 n 128 (TFLOP/s) vs bmm", r("gemm_mma_t", "tflops"), "{:.1f}",
         (0.7, ">= 0.7 x bmm"), bmm_t)
     row("grouped GEMM seed m 4096 g 128 k 128 n 512 (TFLOP/s)", r("gemm_seed", "tflops"), "{:.2f}")
+    # The sm_90a (wgmma) launchers (issue 13): attention >= 0.65 of the matmul
+    # rate; grouped GEMM >= 1.0 x torch.bmm at both shapes and, at k 128 (bound
+    # by its 537 MB output), bytes / time >= 0.85 of copy.
+    row("attention wgmma D 576, 128 heads, 4096, causal (TFLOP/s) vs matmul", r("attn_wgmma_576", "tflops"), "{:.1f}",
+        (0.65, ">= 0.65 x matmul"), matmul)
+    row("attention wgmma D 320, 128 heads, 4096, causal (TFLOP/s) vs matmul", r("attn_wgmma_320", "tflops"), "{:.1f}",
+        (0.65, ">= 0.65 x matmul"), matmul)
+    row("grouped GEMM wgmma k 128 n 512 (TFLOP/s) vs bmm", r("gemm_wgmma", "tflops"), "{:.1f}", (1.0, ">= 1.0 x bmm"), bmm)
+    row("grouped GEMM wgmma k 512 n 128 (TFLOP/s) vs bmm", r("gemm_wgmma_t", "tflops"), "{:.1f}", (1.0, ">= 1.0 x bmm"),
+        bmm_t)
+    row("grouped GEMM wgmma k 128 n 512 (GB/s, A + B + C once) vs copy", r("gemm_wgmma", "gbps"), "{:.0f}",
+        (0.85, ">= 0.85 x copy"), copy)
+    row("grouped GEMM wgmma k 512 n 128 (GB/s) vs copy", r("gemm_wgmma_t", "gbps"), "{:.0f}")
     # The seed-grid launchers (the seed's grid: one block per 256 elements)
     # stay as rows; for rope extract/writeback, q_final and cache assembly
     # the target is the wide launchers' (one block per 2048 elements, or per

@@ -3,7 +3,7 @@
 
     sass_check.py --cuobjdump PATH --kernel NAME [--kernel NAME ...]
                   [--require-in-loop OPCODE ...] [--forbid OPCODE ...]
-                  CUBIN [CUBIN ...]
+                  [--no-stack] CUBIN [CUBIN ...]
 
 For every CUBIN and every --kernel (the function's symbol; extern "C"
 kernels keep their name), reads the function's SASS and fails when
@@ -13,6 +13,9 @@ kernels keep their name), reads the function's SASS and fails when
     (or not at all) does not count;
   - an opcode of --forbid (e.g. LDL, STL: local memory, i.e. spills or a
     stack array) appears anywhere in the function;
+  - with --no-stack, cuobjdump -res-usage gives the function a stack frame
+    or local memory (STACK or LOCAL not 0: what nvcc -Xptxas -v calls
+    "bytes stack frame");
   - the function is not in the cubin.
 Opcodes match the first dot-separated part of the mnemonic (HGMMA matches
 HGMMA.64x128x16.F32.BF16). Prints one line per check, then
@@ -44,6 +47,34 @@ def parse_functions(sass):
         if m:
             current.append((int(m.group(1), 16), m.group(2), m.group(2) + m.group(3), m.group(4)))
     return funcs
+
+
+_RES = re.compile(r"^\s*Function\s+([^\s:]+)\s*:\s*$")
+
+
+def parse_res_usage(text):
+    """{function: {"REG": n, "STACK": n, "LOCAL": n, ...}} from cuobjdump -res-usage."""
+    out = {}
+    current = None
+    for line in text.splitlines():
+        m = _RES.match(line)
+        if m:
+            current = m.group(1)
+            continue
+        if current is not None and "REG:" in line:
+            out[current] = {k: int(v) for k, v in re.findall(r"([A-Z]+(?:\[\d+\])?):(\d+)", line)}
+            current = None
+    return out
+
+
+def check_res(name, res):
+    """[(ok, message)]: no stack frame, no local memory."""
+    if res is None:
+        return [(False, "%s: not in cuobjdump -res-usage" % name)]
+    bad = [(k, res.get(k, 0)) for k in ("STACK", "LOCAL") if res.get(k, 0) != 0]
+    if bad:
+        return [(False, "%s: %s (registers %d)" % (name, ", ".join("%s %d bytes" % kv for kv in bad), res.get("REG", 0)))]
+    return [(True, "%s: %d registers, no stack frame, no local memory" % (name, res.get("REG", 0)))]
 
 
 def loops(insns):
@@ -91,6 +122,7 @@ def main(argv=None):
     ap.add_argument("--kernel", action="append", required=True)
     ap.add_argument("--require-in-loop", action="append", default=[])
     ap.add_argument("--forbid", action="append", default=[])
+    ap.add_argument("--no-stack", action="store_true")
     ap.add_argument("cubins", nargs="+")
     args = ap.parse_args(argv)
     total = failed = 0
@@ -101,11 +133,21 @@ def main(argv=None):
             print("sass_check: %s -sass %s exited %d" % (args.cuobjdump, cubin, r.returncode))
             return 2
         funcs = parse_functions(r.stdout)
+        res = {}
+        if args.no_stack:
+            rr = subprocess.run([args.cuobjdump, "-res-usage", cubin], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+            if rr.returncode != 0:
+                sys.stdout.write(rr.stdout)
+                print("sass_check: %s -res-usage %s exited %d" % (args.cuobjdump, cubin, rr.returncode))
+                return 2
+            res = parse_res_usage(rr.stdout)
         for k in args.kernel:
             if k not in funcs:
                 results = [(False, "%s: not in %s (functions: %s)" % (k, cubin, ", ".join(sorted(funcs)) or "none"))]
             else:
                 results = check_function(k, funcs[k], args.require_in_loop, args.forbid)
+                if args.no_stack:
+                    results += check_res(k, res.get(k))
             for ok, msg in results:
                 total += 1
                 failed += 0 if ok else 1

@@ -75,5 +75,32 @@ class SassCheckTest(unittest.TestCase):
         self.assertIn("STL.64 at 0x0000", results[1][1])
 
 
+RES = """
+Resource usage:
+ Common:
+  GLOBAL:0
+ Function k_good:
+  REG:189 STACK:0 SHARED:1024 LOCAL:0 CONSTANT[0]:576 TEXTURE:0 SURFACE:0 SAMPLER:0
+ Function k_stack:
+  REG:255 STACK:72 SHARED:0 LOCAL:0 CONSTANT[0]:576 TEXTURE:0 SURFACE:0 SAMPLER:0
+"""
+
+
+class ResUsageTest(unittest.TestCase):
+    def test_parses_registers_stack_and_local(self):
+        res = sass_check.parse_res_usage(RES)
+        self.assertEqual(res["k_good"]["REG"], 189)
+        self.assertEqual(res["k_stack"]["STACK"], 72)
+        self.assertEqual(res["k_good"]["CONSTANT[0]"], 576)
+
+    def test_stack_frame_fails_and_none_passes(self):
+        res = sass_check.parse_res_usage(RES)
+        self.assertTrue(sass_check.check_res("k_good", res["k_good"])[0][0])
+        ok, msg = sass_check.check_res("k_stack", res["k_stack"])[0]
+        self.assertFalse(ok)
+        self.assertIn("STACK 72 bytes", msg)
+        self.assertFalse(sass_check.check_res("k_missing", res.get("k_missing"))[0][0])
+
+
 if __name__ == "__main__":
     junit_unittest.main()

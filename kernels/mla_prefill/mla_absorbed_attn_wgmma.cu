@@ -1,0 +1,332 @@
+#include "klaunch/mla_prefill.cuh"
+
+/* mla_absorbed_attn_wgmma: absorbed MLA prefill attention on Hopper's
+ * warpgroup tensor cores (sm_90a: wgmma.mma_async, fp32 accumulators). The
+ * contract of mla_absorbed_attn_mma (docs/MLA_PREFILL.md):
+ *
+ *   q      [batch, seq_len, num_q_heads, D]      D = MLA_HDIM = kv_lora + 64
+ *   kv     [batch, seq_len, D]                   the latent cache rows [kv_latent | k_rope]
+ *   output [batch, seq_len, num_q_heads, kv_lora]
+ *   score(t, s) = (q[t, h, :] . kv[s, :]) * inv_sqrt_d, s <= t when causal
+ *   output[t, h, :] = sum_s softmax_s(score(t, s)) * kv[s, 0 : kv_lora]
+ *
+ * Reference and tests: tests/mla_prefill/ (mla_wgmma_test on the GPU
+ * against float64, both variants, causal and not; the SASS test).
+ *
+ * The numbers (D 576, kv_lora 512, 128 heads, S 4096, causal):
+ *   FLOPs 128 x S(S+1)/2 x 2 (576 + 512) = 2.34e12: 4.5 ms at 0.65 of an
+ *   800 TFLOP/s matmul (the target), 2.9 ms at 800.
+ *   Per block (64 query rows of one head) and 64-key tile: S = Q K^T
+ *   64 x 64 x 576 = 2.36 M FMA, O += P V 64 x 64 x 512 = 2.10 M FMA: 2176
+ *   cycles at the tensor core's 2048 FMA per cycle.
+ *   Output 64 x 512 fp32 = 32768 values: 256 registers a thread for one
+ *   warpgroup, so two warpgroups split it (64 x 256 each, 128 registers).
+ *   K tile 64 x 576 bf16 = 72 KiB; Q tile the same. K bytes per tile from
+ *   L2: 72 KiB per 2176 cycles = 34 B per cycle per SM (the KV rows are
+ *   shared by all heads, so they come from L2, not DRAM: 9.4 MB of cache
+ *   rows against 19.6 GB of tile reads per launch).
+ *
+ * Design from those numbers:
+ *   - Block = 2 warpgroups (256 threads), 64 query rows. S is split by keys
+ *     (warpgroup h: keys 32h .. 32h + 31 of each tile, wgmma m64n32k16, 16
+ *     accumulators), O by columns (warpgroup h: kv_lora/2 columns, wgmma
+ *     m64n256k16 for D 576, m64n128k16 for D 320), as in
+ *     mla_absorbed_attn_mma: no score is computed twice, and the two halves
+ *     meet twice a tile at a 256-thread named barrier: row maxima, then P.
+ *     Shared-memory reads per tile: S 2 x 36 x (2 + 1) KiB = 216 KiB, P V
+ *     2 x 4 x (2 + 8) KiB = 80 KiB: 296 KiB, 2312 cycles at 128 B per cycle,
+ *     a little over the 2176 of the tensor core (so the n32 S products are
+ *     shared-memory-bound; one warpgroup computing all 64 keys and handing
+ *     P over would read 224 KiB, but serialises the halves' softmax).
+ *   - Shared memory (D 576): Q 72 KiB + 2 K tiles 144 KiB + P 8 KiB + 1 KiB
+ *     of row statistics + 1 KiB alignment slack = 226 KiB of the 227 an SM
+ *     gives a block: two key-tile stages is all that fits, so the loads are
+ *     cp.async issued by the consumers themselves (tile j + 1 while tile j
+ *     is used), not a producer warpgroup behind mbarriers with a third
+ *     stage: with two stages a producer would wait on the same release the
+ *     consumers' own barrier gives, and the 128 threads it needs would take
+ *     registers from the 128-per-thread output halves (setmaxnreg then
+ *     becomes necessary; not used here). D 320: 130 KiB.
+ *   - cp.async 16 bytes into the 128-byte swizzle layout the wgmma
+ *     descriptors read (kernels/common/kl_ptx_sm90.cuh): no tensor map, so no new spec type,
+ *     host encode or bind call; each thread issues 18 (D 576) or 10 (D 320)
+ *     16-byte copies a tile, at one address plus immediates.
+ *   - One key tile serves as K (K-major B of S) and V (N-major B of P V,
+ *     imm-trans-b 1, LBO = the 8 KiB between 64-column slabs). P goes to
+ *     shared memory as bf16 (K-major A of P V); the row sums add the rounded
+ *     values, so the weights are normalised exactly as they are applied.
+ *   - Online softmax in base 2, masks only on tiles that need them; query
+ *     tiles are scheduled longest (causal) first (block x takes tile
+ *     gridDim.x - 1 - x).
+ *
+ * Any pointer alignment (2-byte): rows not 16-byte aligned are loaded
+ * element by element. Registers, spills: docs/MLA_PREFILL.md.
+ */
+
+#include <cuda_bf16.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "mla_mma.cuh"
+#include "../common/kl_ptx_sm90.cuh"
+
+namespace mla_absorbed_attn_wgmma_ {
+
+constexpr int D = MLA_HDIM;
+constexpr int DV = MLA_HDIM - 64; /* kv_lora: output width */
+constexpr int BM = 64, BN = 64, THREADS = 256;
+constexpr int NSLAB = D / 64;      /* 128-byte slabs of a Q or K row */
+constexpr int KS = D / 16;         /* k16 steps of S */
+constexpr int WN = DV / 2;         /* output columns per warpgroup */
+constexpr int NO = WN / 2;         /* output accumulators per thread */
+constexpr int VSLAB = WN / 64;     /* slabs of V per warpgroup */
+constexpr uint32_t SLAB = BM * 128; /* one slab of a 64-row tile: 8 KiB (BM == BN) */
+constexpr uint32_t OFF_Q = 0;
+constexpr uint32_t OFF_K = OFF_Q + NSLAB * SLAB;
+constexpr uint32_t KBUF = NSLAB * SLAB;
+constexpr uint32_t OFF_P = OFF_K + 2 * KBUF;
+constexpr uint32_t OFF_MAX = OFF_P + SLAB;         /* float [2 warpgroups][BM] */
+constexpr uint32_t OFF_SUM = OFF_MAX + 2 * BM * 4; /* float [2 warpgroups][BM] */
+constexpr uint32_t SMEM = OFF_SUM + 2 * BM * 4;
+
+static_assert(BM == BN, "Q and K tiles share one slab size");
+static_assert(D % 64 == 0 && WN % 64 == 0, "rows and output halves are whole slabs");
+static_assert(WN == 256 || WN == 128, "one m64n256 or m64n128 product per k16 step of P V");
+static_assert(THREADS == 8 * 32 && BM == 64, "a tile load is 8 chunks x 32 rows x 2 per slab");
+static_assert(SMEM + 1024 == 384 * D + 10240, "the spec's shared_bytes: 384 * MLA_HDIM + 10240");
+
+/* BM rows of D bf16 (row r at src + r * stride) into the slab layout at
+ * `dst`; rows from `valid` on are zeros (past seq_len: a zero V row times a
+ * zero weight stays zero, garbage could be NaN). `vec`: rows 16-byte aligned.
+ * Thread t copies chunk t % 8 of rows t / 8 and t / 8 + 32 of every slab:
+ * its rows' swizzle (row % 8) is the same for both, so all of its
+ * destinations are one address plus immediates (the first version's
+ * per-chunk index arithmetic was the kernel's busiest ALU work). */
+__device__ __forceinline__ void load_tile(uint32_t dst, const __nv_bfloat16 *src, size_t stride, uint32_t valid,
+                                          bool vec, uint32_t tid) {
+    const uint32_t c = tid & 7u, r = tid >> 3;
+    const uint32_t to = dst + r * 128u + ((c ^ (r & 7u)) << 4);
+    const __nv_bfloat16 *from[2] = {src + (size_t)r * stride + c * 8u, src + (size_t)(r + 32u) * stride + c * 8u};
+    const bool ok[2] = {r < valid, r + 32u < valid};
+#pragma unroll
+    for (int sl = 0; sl < NSLAB; ++sl) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const uint32_t t = to + (uint32_t)sl * SLAB + (uint32_t)i * 32u * 128u;
+            const __nv_bfloat16 *f = from[i] + sl * 64;
+            if (!ok[i])
+                kl__mma_st_shared_v4(t, make_uint4(0u, 0u, 0u, 0u));
+            else if (vec)
+                kl__mma_cp16(t, f);
+            else
+                kl__mma_st_shared_v4(t, kl__mma_load8_partial(f, 8u));
+        }
+    }
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KL_EMULATOR)
+/* O += P V for one k16 step: one m64n256 (D 576) or m64n128 (D 320) product. */
+__device__ __forceinline__ void pv_mma(float (&o)[128], uint64_t da, uint64_t dv) { kl__wgmma_bf16_ss<256, 1>(o, da, dv, 1u); }
+__device__ __forceinline__ void pv_mma(float (&o)[64], uint64_t da, uint64_t dv) { kl__wgmma_bf16_ss<128, 1>(o, da, dv, 1u); }
+#endif
+
+}  // namespace mla_absorbed_attn_wgmma_
+
+extern "C" __global__ void __launch_bounds__(256, 1)
+mla_absorbed_attn_wgmma(const __nv_bfloat16 *q, const __nv_bfloat16 *kv, __nv_bfloat16 *output, uint32_t seq_len,
+                        uint32_t num_q_heads, uint32_t head_dim, uint32_t kv_lora, float inv_sqrt_d,
+                        uint32_t causal) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KL_EMULATOR)
+    using namespace mla_absorbed_attn_wgmma_;
+    KL_DYNAMIC_SHARED(mla_absorbed_attn_wgmma__smem, 16);
+
+    /* The launcher refuses these; a raw launch must still not touch memory it does not own. */
+    if (head_dim != (uint32_t)D || kv_lora != (uint32_t)DV || seq_len == 0u || blockDim.x != (uint32_t)THREADS ||
+        kl__mma_dynamic_smem_size() < SMEM + 1024u)
+        return;
+    const uint32_t tile = gridDim.x - 1u - blockIdx.x;
+    const uint32_t q0 = tile * (uint32_t)BM;
+    if (q0 >= seq_len) return;
+
+    const uint32_t tid = threadIdx.x, wg = tid >> 7, tw = tid & 127u;
+    const uint32_t w = tw >> 5, lane = tid & 31u, g = lane >> 2, tq = lane & 3u;
+    const uint32_t hh = blockIdx.y, b = blockIdx.z;
+    const size_t q_row = (size_t)num_q_heads * D; /* elements between tokens of q */
+
+    /* The swizzle pattern repeats every 1024 bytes of address: slabs start on such a boundary. */
+    const uint32_t sbase = (kl__mma_smem_addr(mla_absorbed_attn_wgmma__smem) + 1023u) & ~1023u;
+    const bool vec = (((uintptr_t)q | (uintptr_t)kv) & 15u) == 0u; /* rows are D * 2 bytes apart, a multiple of 16 */
+    const __nv_bfloat16 *qtile = q + ((size_t)b * seq_len + q0) * q_row + (size_t)hh * D;
+    const __nv_bfloat16 *kvb = kv + (size_t)b * seq_len * D;
+
+    const uint32_t kv_end = causal ? min(seq_len, q0 + (uint32_t)BM) : seq_len;
+    const uint32_t ntiles = (kv_end + (uint32_t)BN - 1u) / (uint32_t)BN;
+
+    load_tile(sbase + OFF_Q, qtile, q_row, min((uint32_t)BM, seq_len - q0), vec, tid);
+    load_tile(sbase + OFF_K, kvb, (size_t)D, min((uint32_t)BN, seq_len), vec, tid);
+    kl__mma_cp_commit();
+
+    const float scale_log2 = inv_sqrt_d * 1.4426950408889634f;
+    const uint32_t r0 = w * 16u + g;  /* this thread's rows of the tile: r0 and r0 + 8 */
+    const uint32_t bar_id = 1u;       /* the two warpgroups' exchanges (0 is __syncthreads) */
+
+    float o[NO];
+#pragma unroll
+    for (int i = 0; i < NO; ++i) o[i] = 0.0f;
+    float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+
+    for (uint32_t j = 0; j < ntiles; ++j) {
+        const uint32_t kb = j * (uint32_t)BN;
+        const uint32_t kbuf = sbase + OFF_K + (j & 1u) * KBUF;
+        kl__mma_cp_wait<0>();         /* this thread's part of tile j (and Q) has landed */
+        kl__fence_proxy_async_shared();   /* ... and is visible to wgmma after the barrier */
+        __syncthreads();              /* everyone's; both warpgroups are done with tile j - 1 and P */
+        if (j + 1u < ntiles)
+            load_tile(sbase + OFF_K + ((j + 1u) & 1u) * KBUF, kvb + (size_t)(kb + BN) * D, (size_t)D,
+                      min((uint32_t)BN, seq_len - kb - (uint32_t)BN), vec, tid);
+        kl__mma_cp_commit();
+
+        /* ---- S = Q K^T: this warpgroup's 32 keys of the tile ---- */
+        float s[16];
+#pragma unroll
+        for (int i = 0; i < 16; ++i) s[i] = 0.0f;
+        kl__wgmma_fence_operand(s);
+        kl__wgmma_fence();
+        {
+            /* Descriptors advance by adding (byte offset >> 4) to the start-address field (addresses
+             * stay under 2^18, so nothing carries out of it): two base descriptors and immediates,
+             * not 2 * KS descriptors held in registers (the first version spilled for those). Fully
+             * unrolled: a rolled loop made ptxas insert warpgroup.arrive between the products
+             * (C7519). */
+            const uint64_t qd = kl__wgmma_desc(sbase + OFF_Q, 16u, 1024u);
+            const uint64_t kd = kl__wgmma_desc(kbuf + wg * 32u * 128u, 16u, 1024u);
+#pragma unroll
+            for (uint32_t sl = 0; sl < (uint32_t)NSLAB; ++sl) {
+#pragma unroll
+                for (uint32_t kk = 0; kk < 4u; ++kk) {
+                    const uint64_t off = (sl * SLAB + kk * 32u) >> 4;
+                    kl__wgmma_bf16_ss<32, 0>(s, qd + off, kd + off, (sl | kk) != 0u ? 1u : 0u);
+                }
+            }
+        }
+        kl__wgmma_commit();
+        kl__wgmma_wait<0>();
+        kl__wgmma_fence_operand(s);
+
+        /* ---- online softmax (log2 units); masks only where the tile needs it ---- */
+        const bool need_mask = kb + (uint32_t)BN > seq_len || (causal && kb + (uint32_t)BN - 1u > q0);
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                float v = s[4 * i + e] * scale_log2;
+                if (need_mask) {
+                    const uint32_t key = kb + wg * 32u + (uint32_t)(8 * i) + 2u * tq + (uint32_t)(e & 1);
+                    const uint32_t qi = q0 + r0 + (uint32_t)(8 * (e >> 1));
+                    if (key >= seq_len || (causal && key > qi)) v = -INFINITY;
+                }
+                s[4 * i + e] = v;
+                mx[e >> 1] = fmaxf(mx[e >> 1], v);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        }
+        if (tq == 0u) {
+            kl__mma_st_shared_f32(sbase + OFF_MAX + (wg * BM + r0) * 4u, mx[0]);
+            kl__mma_st_shared_f32(sbase + OFF_MAX + (wg * BM + r0 + 8u) * 4u, mx[1]);
+        }
+        kl__mma_bar_sync(bar_id, 256u);
+        mx[0] = fmaxf(mx[0], kl__mma_ld_shared_f32(sbase + OFF_MAX + ((wg ^ 1u) * BM + r0) * 4u));
+        mx[1] = fmaxf(mx[1], kl__mma_ld_shared_f32(sbase + OFF_MAX + ((wg ^ 1u) * BM + r0 + 8u) * 4u));
+
+        float alpha[2], m_use[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const float m_new = fmaxf(m_run[r], mx[r]);
+            m_use[r] = m_new == -INFINITY ? 0.0f : m_new; /* no unmasked key yet: keep exp2 finite */
+            alpha[r] = kl__mma_exp2(m_run[r] - m_use[r]);
+            m_run[r] = m_new;
+        }
+        /* P (bf16) into its slab: row r, key k at chunk k / 8 ^ (r % 8), element k % 8. */
+        float lsum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const uint32_t w0 = kl__mma_pack_bf16(kl__mma_exp2(s[4 * i] - m_use[0]), kl__mma_exp2(s[4 * i + 1] - m_use[0]));
+            const uint32_t w1 =
+                kl__mma_pack_bf16(kl__mma_exp2(s[4 * i + 2] - m_use[1]), kl__mma_exp2(s[4 * i + 3] - m_use[1]));
+            lsum[0] += kl__mma_bf16_lo(w0) + kl__mma_bf16_hi(w0);
+            lsum[1] += kl__mma_bf16_lo(w1) + kl__mma_bf16_hi(w1);
+            const uint32_t chunk = wg * 4u + (uint32_t)i, within = 4u * tq; /* bytes of key 2tq in its chunk */
+            kl__mma_st_shared_u32(sbase + OFF_P + r0 * 128u + ((chunk ^ (r0 & 7u)) << 4) + within, w0);
+            kl__mma_st_shared_u32(sbase + OFF_P + (r0 + 8u) * 128u + ((chunk ^ ((r0 + 8u) & 7u)) << 4) + within, w1);
+        }
+        l_run[0] = l_run[0] * alpha[0] + lsum[0];
+        l_run[1] = l_run[1] * alpha[1] + lsum[1];
+        if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
+#pragma unroll
+            for (int i = 0; i < NO / 4; ++i) {
+                o[4 * i] *= alpha[0];
+                o[4 * i + 1] *= alpha[0];
+                o[4 * i + 2] *= alpha[1];
+                o[4 * i + 3] *= alpha[1];
+            }
+        }
+        kl__fence_proxy_async_shared();   /* P's generic stores, for wgmma */
+        kl__mma_bar_sync(bar_id, 256u); /* both halves of P are written */
+
+        /* ---- O += P V: V is columns [0, kv_lora) of the same key rows, N-major ---- */
+        kl__wgmma_fence_operand(o);
+        kl__wgmma_fence();
+        const uint32_t vbase = kbuf + wg * (uint32_t)VSLAB * SLAB;
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+            const uint64_t da = kl__wgmma_desc(sbase + OFF_P + (uint32_t)kk * 32u, 16u, 1024u);
+            const uint64_t dv = kl__wgmma_desc(vbase + (uint32_t)kk * 16u * 128u, SLAB, 1024u);
+            pv_mma(o, da, dv);
+        }
+        kl__wgmma_commit();
+        kl__wgmma_wait<0>();
+        kl__wgmma_fence_operand(o);
+    }
+
+    /* ---- normalise: this half's row sums plus the other half's ---- */
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+    }
+    if (tq == 0u) {
+        kl__mma_st_shared_f32(sbase + OFF_SUM + (wg * BM + r0) * 4u, l_run[0]);
+        kl__mma_st_shared_f32(sbase + OFF_SUM + (wg * BM + r0 + 8u) * 4u, l_run[1]);
+    }
+    kl__mma_bar_sync(bar_id, 256u);
+    l_run[0] += kl__mma_ld_shared_f32(sbase + OFF_SUM + ((wg ^ 1u) * BM + r0) * 4u);
+    l_run[1] += kl__mma_ld_shared_f32(sbase + OFF_SUM + ((wg ^ 1u) * BM + r0 + 8u) * 4u);
+
+    const bool out4 = ((uintptr_t)output & 3u) == 0u; /* every pair below is at an even element offset */
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const uint32_t qi = q0 + r0 + (uint32_t)(8 * r);
+        if (qi >= seq_len) continue;
+        const float inv = l_run[r] > 0.0f ? 1.0f / l_run[r] : 0.0f;
+        __nv_bfloat16 *orow = output + (((size_t)b * seq_len + qi) * num_q_heads + hh) * DV + wg * (uint32_t)WN + 2u * tq;
+#pragma unroll
+        for (int i = 0; i < NO / 4; ++i) {
+            const uint32_t wv = kl__mma_pack_bf16(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+            if (out4) {
+                *reinterpret_cast<uint32_t *>(orow + 8 * i) = wv;
+            } else {
+                reinterpret_cast<unsigned short *>(orow)[8 * i] = (unsigned short)(wv & 0xffffu);
+                reinterpret_cast<unsigned short *>(orow)[8 * i + 1] = (unsigned short)(wv >> 16);
+            }
+        }
+    }
+#else
+    /* No wgmma on this target: kl_mla_absorbed_attention_wgmma_get refuses such a module (arch: sm_90a). */
+    __trap();
+#endif
+}
