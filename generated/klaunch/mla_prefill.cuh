@@ -91,6 +91,22 @@
 #define KL_THREADS_grouped_gemm_mma 256
 #define KL_SHARED_BYTES_grouped_gemm_mma 65536
 #define KL_MAX_DYNAMIC_SHARED_grouped_gemm_mma 65536
+#define KL_BLOCK_X_mla_absorbed_attn_wgmma 256
+#define KL_THREADS_mla_absorbed_attn_wgmma 256
+#if defined(KL_VARIANT_mistral_small_4)
+#define KL_SHARED_BYTES_mla_absorbed_attn_wgmma 133120
+#elif defined(KL_VARIANT_deepseek_v4_flash)
+#define KL_SHARED_BYTES_mla_absorbed_attn_wgmma 231424
+#endif
+#if defined(KL_VARIANT_mistral_small_4)
+#define KL_MAX_DYNAMIC_SHARED_mla_absorbed_attn_wgmma 133120
+#elif defined(KL_VARIANT_deepseek_v4_flash)
+#define KL_MAX_DYNAMIC_SHARED_mla_absorbed_attn_wgmma 231424
+#endif
+#define KL_BLOCK_X_grouped_gemm_wgmma 256
+#define KL_THREADS_grouped_gemm_wgmma 256
+#define KL_SHARED_BYTES_grouped_gemm_wgmma 99328
+#define KL_MAX_DYNAMIC_SHARED_grouped_gemm_wgmma 99328
 #define KL_BLOCK_X_mla_q_rope_extract_wide 256
 #define KL_THREADS_mla_q_rope_extract_wide 256
 #define KL_BLOCK_X_mla_q_rope_writeback_wide 256
@@ -130,6 +146,11 @@
     __nv_bfloat16 *output, uint32_t seq_len, uint32_t num_q_heads, uint32_t head_dim, uint32_t kv_lora, \
     float inv_sqrt_d, uint32_t causal
 #define KL_PARAMS_grouped_gemm_mma const __nv_bfloat16 *a, const __nv_bfloat16 *b, __nv_bfloat16 *c, \
+    uint32_t m, uint32_t g, uint32_t k_g, uint32_t n_g, uint32_t a_stride, uint32_t c_stride
+#define KL_PARAMS_mla_absorbed_attn_wgmma const __nv_bfloat16 *q, const __nv_bfloat16 *kv, \
+    __nv_bfloat16 *output, uint32_t seq_len, uint32_t num_q_heads, uint32_t head_dim, uint32_t kv_lora, \
+    float inv_sqrt_d, uint32_t causal
+#define KL_PARAMS_grouped_gemm_wgmma const __nv_bfloat16 *a, const __nv_bfloat16 *b, __nv_bfloat16 *c, \
     uint32_t m, uint32_t g, uint32_t k_g, uint32_t n_g, uint32_t a_stride, uint32_t c_stride
 #define KL_PARAMS_mla_q_rope_extract_wide const __nv_bfloat16 *q_full, __nv_bfloat16 *q_rope_out, \
     uint32_t num_tokens, uint32_t nq, uint32_t hd, uint32_t nope, uint32_t rope, uint32_t q_dim

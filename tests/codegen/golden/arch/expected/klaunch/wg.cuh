@@ -54,6 +54,21 @@
 #define KL_SOURCE_HASH "unknown"
 #endif
 
+/* ---- what the spec fixes, for the kernels to read instead of repeating it:
+ * KL_THREADS_<entry> (for __launch_bounds__), KL_BLOCK_<X|Y|Z>_<entry>,
+ * KL_SHARED_BYTES_<entry>, KL_MAX_DYNAMIC_SHARED_<entry>; each where the
+ * spec's expression reads no parameter, for the selected variant ---- */
+#define KL_BLOCK_X_wg_gemm 384
+#define KL_THREADS_wg_gemm 384
+#define KL_BLOCK_X_wg_plain 128
+#define KL_THREADS_wg_plain 128
+
+/* ---- parameter lists: define each kernel as
+ *     extern "C" __global__ void <entry>(KL_PARAMS_<entry>) { ... }
+ * and its parameters' names, types and order are the spec's ---- */
+#define KL_PARAMS_wg_gemm const __nv_bfloat16 *a, __nv_bfloat16 *c, uint32_t n
+#define KL_PARAMS_wg_plain __nv_bfloat16 *c, uint32_t n
+
 /* ---- kernels (launch-only parameters are not kernel arguments; bool arrives as uint32_t 0/1) ---- */
 #if !defined(KL_SIGNATURE_CHECKS_AT_END) && !defined(KL_NO_SIGNATURE_CHECKS)
 extern "C" __global__ void wg_gemm(const __nv_bfloat16 *a, __nv_bfloat16 *c, uint32_t n);
