@@ -73,7 +73,7 @@
 #include "mla_mma.cuh"
 #include "../common/kl_ptx_sm90.cuh"
 
-#define GROUPED_GEMM_WGMMA_SMEM 99328 /* the spec's shared_bytes and max_dynamic_shared: the stages + 1 KiB to align them */
+#define GROUPED_GEMM_WGMMA_SMEM KL_SHARED_BYTES_grouped_gemm_wgmma /* the spec's shared_bytes (99328): the stages + 1 KiB to align them */
 
 namespace grouped_gemm_wgmma_ {
 
@@ -101,9 +101,8 @@ __device__ __forceinline__ void load_chunk(uint32_t dst, const __nv_bfloat16 *sr
 
 }  // namespace grouped_gemm_wgmma_
 
-extern "C" __global__ void __launch_bounds__(256, 2)
-grouped_gemm_wgmma(const __nv_bfloat16 *a, const __nv_bfloat16 *b, __nv_bfloat16 *c, uint32_t m, uint32_t g,
-                   uint32_t k_g, uint32_t n_g, uint32_t a_stride, uint32_t c_stride) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_grouped_gemm_wgmma, 2)
+grouped_gemm_wgmma(KL_PARAMS_grouped_gemm_wgmma) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KL_EMULATOR)
     using namespace grouped_gemm_wgmma_;
     KL_DYNAMIC_SHARED(grouped_gemm_wgmma__smem, 16);

@@ -93,7 +93,7 @@ static_assert(BM == BN, "Q and K tiles share one slab size");
 static_assert(D % 64 == 0 && WN % 64 == 0, "rows and output halves are whole slabs");
 static_assert(WN == 256 || WN == 128, "one m64n256 or m64n128 product per k16 step of P V");
 static_assert(THREADS == 8 * 32 && BM == 64, "a tile load is 8 chunks x 32 rows x 2 per slab");
-static_assert(SMEM + 1024 == 384 * D + 10240, "the spec's shared_bytes: 384 * MLA_HDIM + 10240");
+static_assert(SMEM + 1024 == KL_SHARED_BYTES_mla_absorbed_attn_wgmma, "the spec's shared_bytes (384 * MLA_HDIM + 10240): the layout and 1 KiB to align it");
 
 /* BM rows of D bf16 (row r at src + r * stride) into the slab layout at
  * `dst`; rows from `valid` on are zeros (past seq_len: a zero V row times a
@@ -132,10 +132,8 @@ __device__ __forceinline__ void pv_mma(float (&o)[64], uint64_t da, uint64_t dv)
 
 }  // namespace mla_absorbed_attn_wgmma_
 
-extern "C" __global__ void __launch_bounds__(256, 1)
-mla_absorbed_attn_wgmma(const __nv_bfloat16 *q, const __nv_bfloat16 *kv, __nv_bfloat16 *output, uint32_t seq_len,
-                        uint32_t num_q_heads, uint32_t head_dim, uint32_t kv_lora, float inv_sqrt_d,
-                        uint32_t causal) {
+extern "C" __global__ void __launch_bounds__(KL_THREADS_mla_absorbed_attn_wgmma, 1)
+mla_absorbed_attn_wgmma(KL_PARAMS_mla_absorbed_attn_wgmma) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KL_EMULATOR)
     using namespace mla_absorbed_attn_wgmma_;
     KL_DYNAMIC_SHARED(mla_absorbed_attn_wgmma__smem, 16);
