@@ -857,7 +857,8 @@ static const kl_kernel_desc kl_paged_decode_attn_bf16_gqa_mma_desc = {
     kl_paged_decode_attn_bf16_gqa_mma_params, 14, 80,
     kl__paged_decode_attn_bf16_gqa_mma_checks, 8,
     kl__paged_decode_attn_bf16_gqa_mma_consts, 2,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_paged_decode_attn_bf16_gqa_mma's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_attn_bf16_gqa_mma_get(kl_kernel *kernel, const kl_module *module) {
@@ -1043,7 +1044,8 @@ static const kl_kernel_desc kl_paged_decode_attn_fp8_gqa_mma_desc = {
     kl_paged_decode_attn_fp8_gqa_mma_params, 17, 100,
     kl__paged_decode_attn_fp8_gqa_mma_checks, 9,
     kl__paged_decode_attn_fp8_gqa_mma_consts, 2,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_paged_decode_attn_fp8_gqa_mma's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_attn_fp8_gqa_mma_get(kl_kernel *kernel, const kl_module *module) {
@@ -2147,7 +2149,8 @@ static const kl_kernel_desc kl_paged_decode_split_bf16_gqa_mma_desc = {
     kl_paged_decode_split_bf16_gqa_mma_params, 16, 88,
     kl__paged_decode_split_bf16_gqa_mma_checks, 11,
     kl__paged_decode_split_bf16_gqa_mma_consts, 2,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_paged_decode_split_bf16_gqa_mma's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_split_bf16_gqa_mma_get(kl_kernel *kernel, const kl_module *module) {
@@ -2366,7 +2369,8 @@ static const kl_kernel_desc kl_paged_decode_split_fp8_gqa_mma_desc = {
     kl_paged_decode_split_fp8_gqa_mma_params, 19, 104,
     kl__paged_decode_split_fp8_gqa_mma_checks, 12,
     kl__paged_decode_split_fp8_gqa_mma_consts, 2,
-    0, NULL};
+    0, NULL,
+    NULL};
 
 /* Looks kl_paged_decode_split_fp8_gqa_mma's kernel up in a loaded paged_decode module. */
 static inline kl_status kl_paged_decode_split_fp8_gqa_mma_get(kl_kernel *kernel, const kl_module *module) {
