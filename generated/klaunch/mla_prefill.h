@@ -45,7 +45,7 @@ static const kl_variant_info kl_mla_prefill_variant_info[] = {
      "klaunch-module 1\n"
      "family mla_prefill\n"
      "variant mistral_small_4\n"
-     "spec_hash sha256:04473e347cae768980fd8cab33d905d812a51009cb735da6083de889428718ba\n"
+     "spec_hash sha256:68bbf1daa1f8b968cbfa9e9eb8e259158f38caacea528cc08c3031d247e97078\n"
      "source_hash unknown\n"
      "const MLA_HDIM 320\n"
      "const MLA_V_HAS_ROPE 0\n",
@@ -54,7 +54,7 @@ static const kl_variant_info kl_mla_prefill_variant_info[] = {
      "klaunch-module 1\n"
      "family mla_prefill\n"
      "variant deepseek_v4_flash\n"
-     "spec_hash sha256:04473e347cae768980fd8cab33d905d812a51009cb735da6083de889428718ba\n"
+     "spec_hash sha256:68bbf1daa1f8b968cbfa9e9eb8e259158f38caacea528cc08c3031d247e97078\n"
      "source_hash unknown\n"
      "const MLA_HDIM 576\n"
      "const MLA_V_HAS_ROPE 1\n",
@@ -1538,7 +1538,7 @@ static const kl_kernel_desc kl_mla_absorbed_attention_wgmma_desc = {
 
 /* Looks kl_mla_absorbed_attention_wgmma's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_mla_absorbed_attention_wgmma_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_mla_absorbed_attention_wgmma_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_mla_absorbed_attention_wgmma_desc, kl_mla_prefill_variant_info);
 }
 
 /* Private: every check of kl_mla_absorbed_attention_wgmma(), in order; fills the launch geometry. */
@@ -1700,7 +1700,7 @@ static const kl_kernel_desc kl_grouped_gemm_wgmma_desc = {
 
 /* Looks kl_grouped_gemm_wgmma's kernel up in a loaded mla_prefill module. */
 static inline kl_status kl_grouped_gemm_wgmma_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_grouped_gemm_wgmma_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_grouped_gemm_wgmma_desc, kl_mla_prefill_variant_info);
 }
 
 /* Private: every check of kl_grouped_gemm_wgmma(), in order; fills the launch geometry. */
