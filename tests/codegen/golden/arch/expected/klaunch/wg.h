@@ -27,6 +27,24 @@ extern "C" {
 #endif
 
 
+/* ==== variants ================================================================== */
+/* Each variant as the spec defines it; module_info is the metadata its
+ * fatbin carries (source_hash aside), e.g. for the recording backend:
+ *     kl_record_backend_load_variant(&rb, kl_wg_variant_info, "v1", &mod);
+ * kl_X_get() refuses a module whose variant or constants are not these. */
+static const char *const kl__wg_v1_const_names[] = {"TILE"};
+static const int64_t kl__wg_v1_const_values[] = {64};
+static const kl_variant_info kl_wg_variant_info[] = {
+    {"v1",
+     "klaunch-module 1\n"
+     "family wg\n"
+     "variant v1\n"
+     "spec_hash sha256:63b05d6af86f79994de7a154f1416cdbe1d0b4d25a6c8bf27fed1db4228324a5\n"
+     "source_hash unknown\n"
+     "const TILE 64\n",
+     1, kl__wg_v1_const_names, kl__wg_v1_const_values},
+    {NULL, NULL, 0, NULL, NULL}};
+
 /* ==== kl_wg_gemm =============================================================== */
 /* Kernel entry wg_gemm; wg.yaml:9. */
 static const kl_param_info kl_wg_gemm_params[] = {
@@ -52,7 +70,7 @@ static const kl_kernel_desc kl_wg_gemm_desc = {
 
 /* Looks kl_wg_gemm's kernel up in a loaded wg module. */
 static inline kl_status kl_wg_gemm_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_wg_gemm_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_wg_gemm_desc, kl_wg_variant_info);
 }
 
 /* Private: every check of kl_wg_gemm(), in order; fills the launch geometry. */
@@ -135,7 +153,7 @@ static const kl_kernel_desc kl_wg_plain_desc = {
 
 /* Looks kl_wg_plain's kernel up in a loaded wg module. */
 static inline kl_status kl_wg_plain_get(kl_kernel *kernel, const kl_module *module) {
-    return kl_kernel_get(kernel, module, &kl_wg_plain_desc);
+    return kl_kernel_get_checked(kernel, module, &kl_wg_plain_desc, kl_wg_variant_info);
 }
 
 /* Private: every check of kl_wg_plain(), in order; fills the launch geometry. */
