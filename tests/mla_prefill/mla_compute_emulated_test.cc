@@ -1,7 +1,7 @@
 // The MLA prefill family's scalar compute kernels from their own source on
 // the CPU emulator (tests/emu, docs/EMULATOR.md), through the generated
 // launchers, in both variants, against the float64 references of the GPU
-// test (tests/mla_attention/mla_attention_test.cc, mla_reference.h):
+// test (tests/mla_prefill/mla_attention_test.cc, mla_reference.h):
 //   mla_prefill_attention_320 (entry mla_prefill_attn_320), kernel 8
 //   grouped_gemm_mla, kernel 7
 //   mla_fused_prefill, kernel 5 (and its cache rows, bit exact)
@@ -20,7 +20,7 @@
 
 #include "klaunch/mla_prefill.h"
 #include "tests/emu/emu_test_util.h"
-#include "tests/mla_attention/mla_reference.h"
+#include "tests/mla_prefill/mla_reference.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // The MLA prefill family's data-movement kernels from their own source on
 // the CPU emulator (tests/emu, docs/EMULATOR.md), through the generated
 // launchers, in both variants, bit exact against the contract's CPU
-// references of the GPU test (tests/kernels/mla_data_movement_reference.h):
+// references of the GPU test (tests/mla_prefill/mla_data_movement_reference.h):
 //   mla_q_rope_extract_{batched,wide}, mla_q_rope_writeback_{batched,wide},
 //   mla_kv_assemble_batched, mla_cache_assemble_{batched,wide},
 //   mla_q_final_assemble_{batched,wide}
@@ -22,7 +22,7 @@
 
 #include "klaunch/mla_prefill.h"
 #include "tests/emu/emu_test_util.h"
-#include "tests/kernels/mla_data_movement_reference.h"
+#include "tests/mla_prefill/mla_data_movement_reference.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 // every shared and global access checked), launched through the generated
 // launchers kl_mla_absorbed_attention_mma and kl_grouped_gemm_mma and the
 // emulated backend, in both variants (head width 320 and 576), against the
-// float64 references of the GPU test (tests/mla_attention/mla_fast_test.cc).
+// float64 references of the GPU test (tests/mla_prefill/mla_fast_test.cc).
 //
 // Sizes are small (the emulator is ~10^5 times slower than a GPU) but cover
 // one and several query and key tiles, causal and not, batch > 1, ragged
@@ -20,8 +20,8 @@
 
 #include "klaunch/mla_prefill.h"
 #include "tests/emu/emu_test_util.h"
-#include "tests/mla_attention/mla_fast_reference.h"
-#include "tests/mla_attention/mla_reference.h"
+#include "tests/mla_prefill/mla_fast_reference.h"
+#include "tests/mla_prefill/mla_reference.h"
 
 namespace {
 

@@ -21,8 +21,8 @@
 
 #include "klaunch/mla_prefill.h"
 #include "tests/emu/emu_test_util.h"
-#include "tests/mla_attention/mla_fast_reference.h"
-#include "tests/mla_attention/mla_reference.h"
+#include "tests/mla_prefill/mla_fast_reference.h"
+#include "tests/mla_prefill/mla_reference.h"
 
 namespace {
 

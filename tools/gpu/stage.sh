@@ -58,7 +58,7 @@ rm -rf "$stage"
 mkdir -p "$stage/kernels"
 : >"$stage/targets.tsv"
 for line in "${kinds[@]}"; do
-  # "cc_test rule //tests/kernels:paged_decode_test"
+  # "cc_test rule //tests/paged_decode:paged_decode_test"
   label=${line##* }
   kind=binary
   case "$line" in cc_test*) kind=test ;; esac

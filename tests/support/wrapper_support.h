@@ -2,8 +2,8 @@
 // module, the seed's argument packing (KernelLaunch::arg_* with natural
 // alignment) rebuilt independently of the generated code, and checks on
 // refused launches (status, message, callback, nothing recorded).
-#ifndef KLAUNCH_TESTS_WRAPPERS_WRAPPER_SUPPORT_H
-#define KLAUNCH_TESTS_WRAPPERS_WRAPPER_SUPPORT_H
+#ifndef KLAUNCH_TESTS_SUPPORT_WRAPPER_SUPPORT_H
+#define KLAUNCH_TESTS_SUPPORT_WRAPPER_SUPPORT_H
 
 #include <cstddef>
 #include <cstdint>
@@ -220,4 +220,4 @@ void ExpectEmptyLaunch(RecordHarness &h, const kl_kernel *k, const L &a) {
 
 } // namespace kltest
 
-#endif // KLAUNCH_TESTS_WRAPPERS_WRAPPER_SUPPORT_H
+#endif // KLAUNCH_TESTS_SUPPORT_WRAPPER_SUPPORT_H

@@ -32,7 +32,7 @@
 
 #include "kernels/mla_prefill_fatbins.h"
 #include "klaunch/mla_prefill.h"
-#include "tests/mla_attention/mla_reference.h"
+#include "tests/mla_prefill/mla_reference.h"
 #include "tests/support/gpu_test_util.h"
 
 namespace {

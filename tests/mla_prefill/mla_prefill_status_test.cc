@@ -4,7 +4,7 @@
 // recorded. Values are chosen so that exactly one check fails.
 #include <functional>
 
-#include "tests/wrappers/mla_prefill_launchers.h"
+#include "tests/mla_prefill/mla_prefill_launchers.h"
 
 namespace kltest {
 namespace {

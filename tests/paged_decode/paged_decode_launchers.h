@@ -3,11 +3,11 @@
 // kl_X_check and kl_X, and the seed's own grid, block and argument packing
 // (Seed*), transcribed from the seed's KernelLaunch chains, not from the spec.
 // num_seqs is launch-only everywhere: grid y, never a kernel argument.
-#ifndef KLAUNCH_TESTS_WRAPPERS_PAGED_DECODE_LAUNCHERS_H
-#define KLAUNCH_TESTS_WRAPPERS_PAGED_DECODE_LAUNCHERS_H
+#ifndef KLAUNCH_TESTS_PAGED_DECODE_PAGED_DECODE_LAUNCHERS_H
+#define KLAUNCH_TESTS_PAGED_DECODE_PAGED_DECODE_LAUNCHERS_H
 
 #include "klaunch/paged_decode.h"
-#include "tests/wrappers/wrapper_support.h"
+#include "tests/support/wrapper_support.h"
 
 namespace kltest {
 
@@ -149,4 +149,4 @@ struct DecodeFp8Gqa : DecodeFp8Args {
 
 } // namespace kltest
 
-#endif // KLAUNCH_TESTS_WRAPPERS_PAGED_DECODE_LAUNCHERS_H
+#endif // KLAUNCH_TESTS_PAGED_DECODE_PAGED_DECODE_LAUNCHERS_H

@@ -1,7 +1,7 @@
 // The one translation unit of the wrapper tests that holds the runtime's
 // implementation (klaunch.h and the recording backend).
 #define KLAUNCH_IMPLEMENTATION
-#include "tests/wrappers/wrapper_support.h"
+#include "tests/support/wrapper_support.h"
 
 #include <cstdio>
 #include <fstream>

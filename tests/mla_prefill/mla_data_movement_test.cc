@@ -33,7 +33,7 @@
 
 #include "kernels/mla_prefill_fatbins.h"
 #include "klaunch/mla_prefill.h"
-#include "tests/kernels/mla_data_movement_reference.h"
+#include "tests/mla_prefill/mla_data_movement_reference.h"
 #include "tests/support/gpu_test_util.h"
 
 namespace {

@@ -3,7 +3,7 @@
 // num_seqs) and block, no shared memory, the caller's stream, and the
 // parameter buffer of the seed's arg_* chain (num_seqs left out; fp8's u64
 // cache_stride at an 8-byte boundary).
-#include "tests/wrappers/paged_decode_launchers.h"
+#include "tests/paged_decode/paged_decode_launchers.h"
 
 namespace kltest {
 namespace {

@@ -8,7 +8,7 @@
 // 32-bit grid field and the 64-bit evaluation are covered by the MLA tests).
 #include <functional>
 
-#include "tests/wrappers/paged_decode_launchers.h"
+#include "tests/paged_decode/paged_decode_launchers.h"
 
 namespace kltest {
 namespace {

@@ -7,7 +7,7 @@
 // precondition refused the way the twin refuses it. mla_cache_assemble_wide
 // is one block per 8 tokens, and its arguments are the twin's with
 // num_tokens (launch-only there) passed to the kernel.
-#include "tests/wrappers/mla_prefill_launchers.h"
+#include "tests/mla_prefill/mla_prefill_launchers.h"
 
 namespace kltest {
 namespace {

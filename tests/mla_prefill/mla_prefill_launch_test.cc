@@ -1,7 +1,7 @@
 // Each MLA prefill launcher launches exactly as the seed's Rust launcher does:
 // the kernel entry, grid and block (div_ceil included), no shared memory, the
 // caller's stream, and the parameter buffer of the seed's arg_* chain.
-#include "tests/wrappers/mla_prefill_launchers.h"
+#include "tests/mla_prefill/mla_prefill_launchers.h"
 
 namespace kltest {
 namespace {

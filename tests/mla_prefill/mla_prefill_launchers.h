@@ -2,11 +2,11 @@
 // as test fixtures: distinctive valid arguments, calls to the generated
 // kl_X_check and kl_X, and the seed's own grid, block and argument packing
 // (Seed*), transcribed from the seed's KernelLaunch chains, not from the spec.
-#ifndef KLAUNCH_TESTS_WRAPPERS_MLA_PREFILL_LAUNCHERS_H
-#define KLAUNCH_TESTS_WRAPPERS_MLA_PREFILL_LAUNCHERS_H
+#ifndef KLAUNCH_TESTS_MLA_PREFILL_MLA_PREFILL_LAUNCHERS_H
+#define KLAUNCH_TESTS_MLA_PREFILL_MLA_PREFILL_LAUNCHERS_H
 
 #include "klaunch/mla_prefill.h"
-#include "tests/wrappers/wrapper_support.h"
+#include "tests/support/wrapper_support.h"
 
 namespace kltest {
 
@@ -234,4 +234,4 @@ struct PrefillAttention {
 
 } // namespace kltest
 
-#endif // KLAUNCH_TESTS_WRAPPERS_MLA_PREFILL_LAUNCHERS_H
+#endif // KLAUNCH_TESTS_MLA_PREFILL_MLA_PREFILL_LAUNCHERS_H
