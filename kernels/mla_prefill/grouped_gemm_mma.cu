@@ -1,3 +1,14 @@
+/* Reference: tests/mla_prefill/mla_reference.h (grouped_gemm, float64)
+ * Tests:
+ *   tests/mla_prefill/mla_mma_emulated_test.cc (CPU emulator)
+ *   tests/mla_prefill/mla_fast_test.cc (GPU)
+ *   tests/mla_prefill/mla_fast_launch_test.cc (launcher)
+ * Run them (a GPU test skips without a GPU, saying so; tools/gpu/ runs it on one):
+ *   ./bazelw test \
+ *     //tests/mla_prefill:mla_mma_emulated_test \
+ *     //tests/mla_prefill:mla_fast_test \
+ *     //tests/mla_prefill:mla_fast_launch_test
+ */
 #include "klaunch/mla_prefill.cuh"
 
 /* grouped_gemm_mma: g independent GEMMs on tensor cores, the contract of

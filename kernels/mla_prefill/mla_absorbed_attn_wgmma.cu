@@ -1,3 +1,15 @@
+/* Reference: tests/mla_prefill/mla_fast_reference.h (absorbed_attention, float64)
+ * Tests:
+ *   tests/mla_prefill/mla_wgmma_emulated_test.cc (CPU emulator)
+ *   tests/mla_prefill/mla_fast_test.cc (GPU)
+ *   tests/mla_prefill/wgmma_launch_test.cc (launcher)
+ * Run them (a GPU test skips without a GPU, saying so; tools/gpu/ runs it on one):
+ *   ./bazelw test \
+ *     //tests/mla_prefill:mla_wgmma_emulated_test \
+ *     //tests/mla_prefill:mla_fast_test \
+ *     //tests/mla_prefill:wgmma_launch_test \
+ *     //tests/mla_prefill:wgmma_sass_test
+ */
 #include "klaunch/mla_prefill.cuh"
 
 /* mla_absorbed_attn_wgmma: absorbed MLA prefill attention on Hopper's

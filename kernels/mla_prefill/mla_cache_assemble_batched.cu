@@ -1,3 +1,14 @@
+/* Reference: tests/mla_prefill/mla_data_movement_reference.h (bit exact)
+ * Tests:
+ *   tests/mla_prefill/mla_data_movement_emulated_test.cc (CPU emulator)
+ *   tests/mla_prefill/mla_data_movement_test.cc (GPU)
+ *   tests/mla_prefill/mla_prefill_launch_test.cc (launcher)
+ * Run them (a GPU test skips without a GPU, saying so; tools/gpu/ runs it on one):
+ *   ./bazelw test \
+ *     //tests/mla_prefill:mla_data_movement_emulated_test \
+ *     //tests/mla_prefill:mla_data_movement_test \
+ *     //tests/mla_prefill:mla_prefill_launch_test
+ */
 #include "klaunch/mla_prefill.cuh"
 
 #include "mla_data_movement.cuh"

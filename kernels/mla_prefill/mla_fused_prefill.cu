@@ -1,3 +1,14 @@
+/* Reference: tests/mla_prefill/mla_reference.h (fused_prefill, float64)
+ * Tests:
+ *   tests/mla_prefill/mla_compute_emulated_test.cc (CPU emulator)
+ *   tests/mla_prefill/mla_attention_test.cc (GPU)
+ *   tests/mla_prefill/mla_prefill_launch_test.cc (launcher)
+ * Run them (a GPU test skips without a GPU, saying so; tools/gpu/ runs it on one):
+ *   ./bazelw test \
+ *     //tests/mla_prefill:mla_compute_emulated_test \
+ *     //tests/mla_prefill:mla_attention_test \
+ *     //tests/mla_prefill:mla_prefill_launch_test
+ */
 #include "klaunch/mla_prefill.cuh"
 
 /* mla_fused_prefill: MLA prefill for one (head, query token) per block

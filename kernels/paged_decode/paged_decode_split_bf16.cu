@@ -1,3 +1,14 @@
+/* Reference: tests/paged_decode/paged_decode_reference.h (float64)
+ * Tests:
+ *   tests/paged_decode/paged_decode_emulated_test.cc (CPU emulator)
+ *   tests/paged_decode/paged_decode_split_test.cc (GPU)
+ *   tests/paged_decode/paged_decode_split_launch_test.cc (launcher)
+ * Run them (a GPU test skips without a GPU, saying so; tools/gpu/ runs it on one):
+ *   ./bazelw test \
+ *     //tests/paged_decode:paged_decode_emulated_test \
+ *     //tests/paged_decode:paged_decode_split_test \
+ *     //tests/paged_decode:paged_decode_split_launch_test
+ */
 #include "klaunch/paged_decode.cuh"
 
 /* paged_decode_split_bf16 (specs/paged_decode.yaml; not in the seed)
