@@ -39,7 +39,6 @@ static uint32_t bits_of(float f) {
 /* The recording backend loads the metadata text a fatbin of this family
  * carries (klaunch's docs/DESIGN.md) in place of the fatbin. */
 static int dry_run(void) {
-    char meta[256];
     /* Device addresses are never dereferenced here. */
     const float *x = (const float *)(uintptr_t)0x100000u;
     float *y = (float *)(uintptr_t)0x200000u;
@@ -51,10 +50,10 @@ static int dry_run(void) {
     kl_status st;
     uint32_t i, n = 0, stride = 0;
 
-    snprintf(meta, sizeof meta, "klaunch-module 1\nfamily row_scale\nvariant plain\nspec_hash %s\n",
-             kl_row_scale_f32_desc.spec_hash);
     kl_record_backend_init(&rb, recs, 2);
-    if (kl_module_load(&rb.base, meta, strlen(meta), &mod) != KL_SUCCESS) return fail("kl_module_load");
+    /* The module metadata the fatbin carries, from the generated header. */
+    if (kl_record_backend_load_variant(&rb, kl_row_scale_variant_info, "plain", &mod) != KL_SUCCESS)
+        return fail("kl_record_backend_load_variant");
     if (kl_row_scale_f32_get(&k, &mod) != KL_SUCCESS) return fail("kl_row_scale_f32_get");
 
     if (kl_row_scale_f32(&k, x, y, scale, N, STRIDE, ROWS, NULL) != KL_SUCCESS) return fail("kl_row_scale_f32");

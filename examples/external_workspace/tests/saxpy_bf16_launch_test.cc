@@ -13,16 +13,6 @@
 
 namespace {
 
-// The metadata a saxpy_bf16 fatbin of `variant` carries (klaunch's
-// docs/DESIGN.md); the recording backend loads it in place of the fatbin.
-std::string Meta(const std::string &variant, int items) {
-    return "klaunch-module 1\nfamily saxpy_bf16\nvariant " + variant + "\nspec_hash " +
-           kl_saxpy_bf16_desc.spec_hash + "\nsource_hash unknown\nconst SAXPY_ITEMS " + std::to_string(items) +
-           "\n";
-}
-const std::string kItems4 = Meta("items4", 4);
-const std::string kItems8 = Meta("items8", 8);
-
 template <class T>
 T At(const kl_record &r, size_t offset) {
     T v;
@@ -35,8 +25,11 @@ class SaxpyLaunch : public ::testing::Test {
     void SetUp() override { kl_record_backend_init(&rb_, recs_, 4); }
     void TearDown() override { kl_module_unload(&mod_); }
 
-    void Load(const std::string &meta) {
-        ASSERT_EQ(KL_SUCCESS, kl_module_load(&rb_.base, meta.data(), meta.size(), &mod_)) << kl_last_error_message();
+    // The variant's module metadata, from the generated header (what its
+    // fatbin carries); the recording backend loads it in place of the fatbin.
+    void Load(const char *variant) {
+        ASSERT_EQ(KL_SUCCESS, kl_record_backend_load_variant(&rb_, kl_saxpy_bf16_variant_info, variant, &mod_))
+            << kl_last_error_message();
         ASSERT_EQ(KL_SUCCESS, kl_saxpy_bf16_get(&k_, &mod_)) << kl_last_error_message();
     }
 
@@ -57,7 +50,7 @@ class SaxpyLaunch : public ::testing::Test {
 // x, y (8 bytes each), a (f32), n, stride (u32): 28 bytes; rows is the grid's
 // y extent and no kernel argument.
 TEST_F(SaxpyLaunch, PacksArgumentsInKernelOrder) {
-    Load(kItems4);
+    Load("items4");
     ASSERT_EQ(KL_SUCCESS, Launch(2.5f, 5000, 5120, 3)) << kl_last_error_message();
     ASSERT_EQ(1u, rb_.count);
     const kl_record &r = recs_[0];
@@ -74,7 +67,7 @@ TEST_F(SaxpyLaunch, PacksArgumentsInKernelOrder) {
 
 // grid (ceil_div(n, 256 * SAXPY_ITEMS), rows), block 256.
 TEST_F(SaxpyLaunch, GridCoversEachRowWithTheVariantsItemsPerThread) {
-    Load(kItems4);
+    Load("items4");
     ASSERT_EQ(KL_SUCCESS, Launch(1.0f, 5000, 5000, 7)) << kl_last_error_message();
     ASSERT_EQ(1u, rb_.count);
     EXPECT_EQ(5u, recs_[0].grid[0]);  // 5000 / 1024 = 4.9
@@ -88,14 +81,14 @@ TEST_F(SaxpyLaunch, GridCoversEachRowWithTheVariantsItemsPerThread) {
 }
 
 TEST_F(SaxpyLaunch, Items8VariantHalvesTheGrid) {
-    Load(kItems8);
+    Load("items8");
     ASSERT_EQ(KL_SUCCESS, Launch(1.0f, 5000, 5000, 7)) << kl_last_error_message();
     ASSERT_EQ(1u, rb_.count);
     EXPECT_EQ(3u, recs_[0].grid[0]);  // 5000 / 2048 = 2.4
 }
 
 TEST_F(SaxpyLaunch, RefusesARowLongerThanItsStride) {
-    Load(kItems4);
+    Load("items4");
     EXPECT_EQ(KL_ERROR_PRECONDITION, Launch(1.0f, 5121, 5120, 3));
     EXPECT_EQ(0u, rb_.count);
     const std::string msg = kl_last_error_message();
@@ -108,14 +101,14 @@ TEST_F(SaxpyLaunch, RefusesARowLongerThanItsStride) {
 }
 
 TEST_F(SaxpyLaunch, CheckMakesTheSameDecisionsAndLaunchesNothing) {
-    Load(kItems4);
+    Load("items4");
     EXPECT_EQ(KL_SUCCESS, kl_saxpy_bf16_check(&k_, x_, y_, 1.0f, 100, 100, 2));
     EXPECT_EQ(KL_ERROR_PRECONDITION, kl_saxpy_bf16_check(&k_, x_, y_, 1.0f, 101, 100, 2));
     EXPECT_EQ(0u, rb_.count);
 }
 
 TEST_F(SaxpyLaunch, RefusesNullPointersAndTooManyRows) {
-    Load(kItems4);
+    Load("items4");
     EXPECT_EQ(KL_ERROR_NULL_POINTER, kl_saxpy_bf16(&k_, nullptr, y_, 1.0f, 10, 10, 1, stream_));
     EXPECT_NE(std::string::npos, std::string(kl_last_error_message()).find(" x is NULL")) << kl_last_error_message();
     EXPECT_EQ(KL_ERROR_NULL_POINTER, kl_saxpy_bf16(&k_, x_, nullptr, 1.0f, 10, 10, 1, stream_));
@@ -124,7 +117,7 @@ TEST_F(SaxpyLaunch, RefusesNullPointersAndTooManyRows) {
 }
 
 TEST_F(SaxpyLaunch, NoRowsOrEmptyRowsLaunchNothing) {
-    Load(kItems4);
+    Load("items4");
     EXPECT_EQ(KL_SUCCESS, Launch(1.0f, 10, 10, 0));
     EXPECT_EQ(KL_SUCCESS, Launch(1.0f, 0, 10, 4));
     EXPECT_EQ(0u, rb_.count);
