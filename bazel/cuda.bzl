@@ -42,6 +42,11 @@ Targets made by the macro:
                        extern const unsigned char kl_fatbin_<name>_V[];
                        extern const size_t kl_fatbin_<name>_V_size;
                    with the bytes 64-byte aligned in a generated .c.
+  :<name>_layout_test     layer 2 of docs/ARG_ORDER.md: every cubin against
+                          the spec (layout_test = False for fixtures built
+                          wrong on purpose)
+  :<name>_cuobjdump_test  the cubin reader against `cuobjdump -elf`, live,
+                          on every cubin (@kl_sass_tools//:cuobjdump)
 
 Without a CUDA toolkit (@local_cuda//:defs.bzl CUDA_AVAILABLE = False) the
 fatbins, cubins and PTX are empty files and the embedded sizes are 0; loading
@@ -296,6 +301,8 @@ _kl_fatbin = rule(
 )
 
 _LAYOUT_MAIN = Label("//bazel:layout_test.py")
+_CUOBJDUMP_MAIN = Label("//bazel:cuobjdump_test.py")
+_CUOBJDUMP = Label("@kl_sass_tools//:cuobjdump")
 
 def kl_fatbin(name, variants, srcs = None, hdrs = None, spec = None, copts = [], family = None, layout_test = True, visibility = None, **kwargs):
     """See the module docstring. Defaults, for a family F (= family or name):
@@ -350,6 +357,22 @@ def kl_fatbin(name, variants, srcs = None, hdrs = None, spec = None, copts = [],
             deps = [Label("//tools:junit_unittest"), Label("//tools/nvinfo:layout_check_lib")],
             visibility = visibility,
         )
+
+    # The cubin reader that layer 2 trusts, against `cuobjdump -elf` run live
+    # on each of these cubins (right or wrong ones alike): the same kernels,
+    # parameter records and parameter buffer size. cuobjdump is
+    # @kl_sass_tools' (./bazelw installs it from PyPI); missing, the test fails.
+    native.py_test(
+        name = name + "_cuobjdump_test",
+        size = "small",
+        srcs = [_CUOBJDUMP_MAIN],
+        main = _CUOBJDUMP_MAIN,
+        args = ["--cuobjdump", "$(location %s)" % _CUOBJDUMP, "--cubins", "$(locations :%s_cubins)" % name],
+        data = [_CUOBJDUMP, ":%s_cubins" % name],
+        python_version = "PY3",
+        deps = [Label("//tools:junit_unittest"), Label("//tools/nvinfo:nvinfo_lib")],
+        visibility = visibility,
+    )
 
 def kl_fatbins(families, hdrs = [], copts = {}, visibility = None):
     """kl_fatbin for each family F of `families` ({F: [variants]}), with the

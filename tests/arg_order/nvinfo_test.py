@@ -1,7 +1,7 @@
 """The cubin reader (tools/nvinfo/cubin_nvinfo.py) on cubins built here in memory:
 the record formats, the parameter records, the metadata text, and every way
 a damaged file is refused with a message saying where. (Real cubins:
-kernel_layout_test.py and cuobjdump_test.py.)
+kl_fatbin's <name>_layout_test and <name>_cuobjdump_test, bazel/.)
 """
 
 import struct
@@ -148,10 +148,9 @@ class DamagedTest(unittest.TestCase):
             os.unlink(path)
 
 
-# As cuobjdump -elf prints records (a cubin of this build, see
-# dump_cuobjdump.sh), and its filtered form.
+# As cuobjdump -elf prints a cubin's records (what kl_fatbin's
+# <name>_cuobjdump_test reads).
 SAMPLE = (
-    "==== x.sm_90.cubin sha256:%s Cuda compilation tools, release 13.1, V13.1.80\n"
     "64-bit ELF: type=ET_EXEC, ABI=8, sm=90, toolkit=13.0, flags=0x6005a04\n"
     ".nv.info.argtest_fill\n"
     "\t<0x2>\n"
@@ -173,35 +172,29 @@ SAMPLE = (
     "\tAttribute:\tEIATTR_CBANK_PARAM_SIZE\n"
     "\tFormat:\tEIFMT_HVAL\n"
     "\tValue:\t0x10\n"
-    "==== y.sm_80.cubin sha256:%s Cuda compilation tools, release 13.1, V13.1.80\n"
-    "64-bit ELF: type=ET_EXEC, ABI=8, sm=80, toolkit=13.0, flags=0x6005004\n"
     ".nv.info.noop\n"
     "\t<0x1>\n"
     "\tAttribute:\tEIATTR_CBANK_PARAM_SIZE\n"
     "\tFormat:\tEIFMT_HVAL\n"
     "\tValue:\t0x0\n"
-) % ("a" * 64, "b" * 64)
+)
 
 
 class CuobjdumpTextTest(unittest.TestCase):
-    def test_a_dump_file(self):
-        entries = nvinfo.split_dump_file(SAMPLE, "sample")
-        self.assertEqual([(e[0], e[1]) for e in entries], [("x.sm_90.cubin", "sha256:" + "a" * 64), ("y.sm_80.cubin", "sha256:" + "b" * 64)])
-        fill = entries[0][3]["argtest_fill"]
+    def test_records_of_two_kernels(self):
+        kernels = nvinfo.parse_cuobjdump_elf(SAMPLE, "sample")
+        self.assertEqual(sorted(kernels), ["argtest_fill", "noop"])
+        fill = kernels["argtest_fill"]
         self.assertEqual([p.key() for p in fill.params], [(0, 0, 8), (1, 8, 4), (2, 12, 4)])
         self.assertEqual(fill.param_size, 16)
-        noop = entries[1][3]["noop"]
+        noop = kernels["noop"]
         self.assertEqual((noop.params, noop.param_size), ([], 0))
 
     def test_a_value_not_understood_is_an_error(self):
         bad = SAMPLE.replace("Ordinal : 0x2", "Ordinal = 2")
         with self.assertRaises(nvinfo.CubinError) as cm:
-            nvinfo.split_dump_file(bad, "sample")
+            nvinfo.parse_cuobjdump_elf(bad, "sample")
         self.assertIn("EIATTR_KPARAM_INFO value not understood", str(cm.exception))
-
-    def test_a_malformed_header(self):
-        with self.assertRaises(nvinfo.CubinError):
-            nvinfo.split_dump_file("==== x.cubin nohash\n", "sample")
 
 
 if __name__ == "__main__":

@@ -10,10 +10,9 @@
 #   bash tools/gpu/all.sh
 #
 # Order is by what matters most if the time limit cuts the run short: the
-# tests (and the cuobjdump dump the argument-order tests compare with), then
-# each benchmark's run.sh. Everything lands in $OUT/all/ and is bundled as
-# $OUT/results.tgz (the device runner returns few files); $OUT/summary.txt
-# holds each part's closing lines.
+# tests, then each benchmark's run.sh. Everything lands in $OUT/all/ and is
+# bundled as $OUT/results.tgz (the device runner returns few files);
+# $OUT/summary.txt holds each part's closing lines.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 out=${OUT:-.gpu/results-all}

@@ -7,10 +7,6 @@
 # (one level: the device runner returns shallow trees only) when $OUT is set,
 # else to .gpu/results/; each binary's output is also shown.
 # Each binary may run KL_GPU_TIMEOUT seconds (default 600).
-# Then `cuobjdump -elf` of every staged cubin, reduced to the kernel
-# parameter records, goes to $OUT/cuobjdump_elf.txt (else
-# .gpu/cuobjdump_elf.txt): copy it to tests/arg_order/testdata/cuobjdump/
-# (docs/ARG_ORDER.md). A failed dump is reported, not counted as a failure.
 # Exits 1 when a binary failed.
 set -uo pipefail
 
@@ -61,13 +57,6 @@ while IFS=$'\t' read -r label path kind; do
     rows+=("FAIL  $label ($why, ${secs}s; log: $dir/test.log)")
   fi
 done <"$stage/targets.tsv"
-
-if [ -f "$stage/dump_cuobjdump.sh" ] && compgen -G "$stage/cubins/*.cubin" >/dev/null; then
-  echo "==================== cuobjdump -elf of the staged cubins"
-  dump=${OUT:-$stage}/cuobjdump_elf.txt
-  bash "$stage/dump_cuobjdump.sh" "$dump" "$stage"/cubins/*.cubin ||
-    echo "cuobjdump dump FAILED (above); tests/arg_order:cuobjdump_test needs $dump"
-fi
 
 echo "==================== summary"
 printf '%s\n' "${rows[@]}"

@@ -12,8 +12,7 @@
 #   .gpu/kernels/*.fatbin            every fatbin, for hand runs
 #   .gpu/cubins/*.cubin              every cubin of every kl_fatbin under kernels/,
 #                                    tests/ and bench/ (each variant, each sm_),
-#                                    and .gpu/dump_cuobjdump.sh, which run.sh
-#                                    runs on them (docs/ARG_ORDER.md)
+#                                    for hand runs of cuobjdump and nvdisasm
 #   .gpu/targets.tsv                 label, path, kind (test or binary)
 #   .gpu/run.sh, .gpu/test_summary.py
 # Then, on the GPU machine, from the repository root: bash .gpu/run.sh
@@ -84,7 +83,6 @@ for label in "${manifests[@]}"; do
     done
   done <"bazel-bin/$pkg/${name%_manifest}.fatbins.tsv"
 done
-cp tools/nvinfo/dump_cuobjdump.sh "$stage/dump_cuobjdump.sh"
 cp tools/gpu/run.sh "$stage/run.sh"
 cp tools/test_summary.py "$stage/test_summary.py"
 

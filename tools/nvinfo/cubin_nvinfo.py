@@ -20,8 +20,8 @@ Two attributes give the layout the driver packs arguments by:
     EIATTR_CBANK_PARAM_SIZE 0x19  HVAL, the parameter buffer's size in bytes
 
 (as `cuobjdump -elf` prints them: "Index : 0x0  Ordinal : 0x2  Offset : 0x10
-Size : 0x8"; tests/arg_order/cuobjdump_test.py checks this reader against
-its output). A klaunch cubin also holds the module metadata text in the
+Size : 0x8"; kl_fatbin's <name>_cuobjdump_test, bazel/cuobjdump_test.py,
+checks this reader against its output on every cubin of the build). A klaunch cubin also holds the module metadata text in the
 device global `kl__module_info` (docs/DESIGN.md), read here too.
 
 Standard library only, so it runs wherever Python 3 does.
@@ -353,36 +353,6 @@ def parse_cuobjdump_elf(text, where="<cuobjdump>"):
     if current:
         kernels[current[0]] = Kernel(current[0], current[1], current[2])
     return kernels
-
-
-DUMP_HEADER = "==== "
-
-
-def split_dump_file(text, where="<dump>"):
-    """[(cubin basename, "sha256:<hex>", tool release, {kernel: Kernel})] of a
-    file written by tools/nvinfo/dump_cuobjdump.sh."""
-    out, name, digest, release, body, start = [], None, None, None, [], 0
-    lines = text.splitlines()
-    for n, line in enumerate(lines + [DUMP_HEADER + "<end>"], 1):
-        if line.startswith(DUMP_HEADER):
-            if name is not None:
-                out.append((name, digest, release, parse_cuobjdump_elf("\n".join(body), "%s:%d" % (where, start))))
-            parts = line[len(DUMP_HEADER) :].split(None, 2)
-            if parts and parts[0] == "<end>" and n == len(lines) + 1:
-                break
-            if len(parts) < 2 or not parts[1].startswith("sha256:"):
-                raise CubinError("%s:%d: malformed header line: %s" % (where, n, line))
-            name, digest, release = parts[0], parts[1], parts[2] if len(parts) > 2 else ""
-            body, start = [], n
-        elif name is None:
-            if line.strip():
-                raise CubinError("%s:%d: text before the first '%s' header" % (where, n, DUMP_HEADER.strip()))
-        else:
-            body.append(line)
-    return out
-
-
-# ---- command line ------------------------------------------------------------------
 
 
 def _shown(text):

@@ -1,13 +1,14 @@
 """The cubin reader (tools/nvinfo/cubin_nvinfo.py) against cuobjdump, live,
-on every cubin this build makes.
+on the cubins of one kl_fatbin (every variant and target architecture).
 
-For each cubin given (every variant and target of every kl_fatbin of the
-repository: the kernel families and the argtest fixtures, wrong ones
-included), `cuobjdump -elf` runs on it here and then: the kernels it shows
-are the kernels the reader finds, and for each kernel every parameter
-record (ordinal, offset, size) and EIATTR_CBANK_PARAM_SIZE are the same.
-cuobjdump is @kl_sass_tools//:cuobjdump (PyPI's nvidia-cuda-cuobjdump, which
-./bazelw installs); where it is missing the test fails saying so. Only a
+Layer 2 of docs/ARG_ORDER.md trusts the reader; this checks it. For each
+cubin, `cuobjdump -elf` runs on it here and then: the kernels it shows are
+the kernels the reader finds, and for each kernel every parameter record
+(ordinal, offset, size) and EIATTR_CBANK_PARAM_SIZE are the same. Right and
+wrong cubins alike (the argtest fixtures built wrong on purpose are checked
+too). kl_fatbin (bazel/cuda.bzl) runs it as <name>_cuobjdump_test with
+cuobjdump = @kl_sass_tools//:cuobjdump (PyPI's nvidia-cuda-cuobjdump, which
+./bazelw installs); where that is missing the test fails saying so. Only a
 build without a CUDA toolkit (empty cubins) skips, saying that.
 
     --cuobjdump PATH --cubins CUBIN...
