@@ -14,6 +14,9 @@ against specs/argtest.yaml:
   stale     x 0/8, y 8/8, stride 16/8, n 24/4, a 28/4;           32 bytes,
             and built from another spec (stale/argtest.yaml)
   missing   no argtest_axpy at all
+  same_type_swapped  x, y, tag, stride, a, n: the spec's offsets and sizes
+            exactly, so layer 2 passes it; this is the swap only layer 1's
+            name check (signature_compile_test) refuses
 
     --spec tests/arg_order/specs/argtest.yaml --fixture=<name>=CUBIN CUBIN... ...
 """
@@ -63,7 +66,7 @@ def buffer(got):
 def expected(fixture):
     """[(spec position, message)] for every cubin of the fixture, in order."""
     lacks_tag = (at_param("tag"), "kernel argtest_axpy lacks parameter 6 (tag, offset 36, 4 bytes, u32): the cubin's kernel has 5 parameters, the spec 6")
-    if fixture == "good":
+    if fixture in ("good", "same_type_swapped"):
         return []
     if fixture == "swapped":
         return [
@@ -103,7 +106,8 @@ def expected(fixture):
 
 class CubinNegativeTest(unittest.TestCase):
     def test_every_fixture_was_given(self):
-        self.assertEqual(sorted(FIXTURES), sorted(["good", "swapped", "widened", "truncated", "extra", "missing", "stale"]))
+        self.assertEqual(sorted(FIXTURES), sorted(["good", "swapped", "widened", "truncated", "extra", "missing", "stale",
+                                                 "same_type_swapped"]))
 
     def check_fixture(self, fixture):
         cubins = FIXTURES[fixture]
@@ -117,8 +121,16 @@ class CubinNegativeTest(unittest.TestCase):
                 self.assertEqual(layout_check.check_files(spec, [c]), want)
 
 
+    def test_a_same_type_swap_is_invisible_to_layer_2(self):
+        # The gap layer 1 closes: n and tag swapped give the spec's bytes, so
+        # the layout check finds nothing (and cannot). signature_compile_test's
+        # test_two_parameters_of_one_type_swapped shows the unity file refuses
+        # the same source; written with KL_PARAMS_argtest_axpy it cannot exist.
+        self.check_fixture("same_type_swapped")
+
+
 def add_tests():
-    for fixture in sorted(FIXTURES):
+    for fixture in sorted(set(FIXTURES) - {"same_type_swapped"}):
         def test(self, fixture=fixture):
             self.check_fixture(fixture)
 
