@@ -7,7 +7,8 @@
 #
 # First, a regression check of .bazelignore: a convenience link left behind
 # by another output base (bazel-<this folder> pointing at a tree with BUILD
-# files) must not be read as a package of this workspace by //....
+# files) must not be read as a package of this workspace by //.... Then that
+# each family's layout and cuobjdump tests exist with no BUILD line of ours.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
@@ -35,5 +36,22 @@ if ! ../../bazelw query //... >/dev/null 2>"$stale/query.err"; then
 fi
 restore
 trap - EXIT
+
+# The argument-order checks come with kl_fatbin: every family of specs/ has
+# its layout and cuobjdump tests in //..., and no BUILD file here names them.
+if grep -rnE --include=BUILD '^[^#]*_(layout|cuobjdump)_test' . ; then
+  echo "check.sh: a BUILD file of this workspace names a check kl_fatbin should make by itself" >&2
+  exit 1
+fi
+tests=$(../../bazelw query 'tests(//...)' 2>/dev/null)
+for spec in specs/*.yaml; do
+  family=$(basename "$spec" .yaml)
+  for t in layout cuobjdump; do
+    grep -qx "//kernels:${family}_${t}_test" <<<"$tests" || {
+      echo "check.sh: //... has no //kernels:${family}_${t}_test" >&2
+      exit 1
+    }
+  done
+done
 
 exec ../../bazelw test //... "$@"
