@@ -1,8 +1,10 @@
 """Every launcher of every spec (specs/*.yaml) runs on the CPU emulator in
 some emulated test: its generated launcher kl_<name>( is called in one of
-the emulated tests' sources (tests/emu/BUILD lists them; a new family's
-emulated test is added there). So a kernel added to a spec without an
-emulated test fails here, naming it."""
+the emulated tests' sources, tests/**/*emulated_test.cc. So a kernel added
+to a spec without an emulated test fails here, naming it. The specs and
+sources are read in the source tree this file resolves into (its runfile is
+a link to it), so a new family's emulated test needs no line in
+tests/emu/BUILD; the test is tagged "external" (never cached) for that."""
 import glob
 import os
 import re
@@ -13,7 +15,7 @@ import yaml
 
 from tools import junit_unittest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 
 
 def emulated_sources():
