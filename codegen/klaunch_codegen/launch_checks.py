@@ -180,7 +180,8 @@ class LaunchChecks:
                              what, text, "true" if pair.can_true else "false", " (%s)" % ", ".join(kinds) if kinds else ""),
                          "it is decided whatever the launch, and a compiler that proves it refuses it under -Werror; remove it")
 
-            rg.Evaluator(params, None, on_compare).evaluate(c.expr.tree)
+            if any(isinstance(n, ex.Compare) for n in ex.walk(c.expr.tree)):
+                rg.Evaluator(params, None, on_compare).evaluate(c.expr.tree)
             decided_somewhere = decided_somewhere or bool(seen)
         if decided_somewhere:
             return
@@ -196,10 +197,16 @@ class LaunchChecks:
                 continue  # read nothing: checked as a number above
             reads_const = any(n not in params and not self._is_pointer(launcher, n) for n in c.args)
             found = {}  # problem -> [variant]
+            same_everywhere = None  # a check reading no constant: one evaluation serves every variant
             for vname, env in env_of:
                 if vname in refused or any(n not in env for n in c.args if n not in params):
                     continue
-                r = rg.Evaluator(params, env).evaluate(c.expr.tree)
+                if reads_const or same_everywhere is None:
+                    r = rg.Evaluator(params, env).evaluate(c.expr.tree)
+                    if not reads_const:
+                        same_everywhere = r
+                else:
+                    r = same_everywhere
                 if r.fail == rg.ALWAYS:
                     found.setdefault(("fails", {"overflow": "overflows 64 bits", "negative": "reads a negative constant"}.get(
                         r.why, "divides by zero")), []).append(vname)

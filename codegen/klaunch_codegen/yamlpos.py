@@ -38,6 +38,31 @@ MAX_DEPTH = 64
 SYNTAX_HINT = "check the indentation, quoting and brackets here"
 
 
+class Node:
+    """A composed YAML node: tag, value, where it starts and ends (character
+    offsets into the text), its position (line, col), its style. Slots, not
+    PyYAML's node objects with two Marks each: a 10,000-launcher spec has
+    some 600,000 nodes."""
+
+    __slots__ = ("tag", "value", "start", "end", "pos", "style", "flow_style")
+
+    def __init__(self, tag, value, start, end, pos, style=None, flow_style=None):
+        self.tag, self.value, self.start, self.end, self.pos = tag, value, start, end, pos
+        self.style, self.flow_style = style, flow_style
+
+
+class ScalarNode(Node):
+    __slots__ = ()
+
+
+class SequenceNode(Node):
+    __slots__ = ()
+
+
+class MappingNode(Node):
+    __slots__ = ()
+
+
 class YamlSyntaxError(Exception):
     def __init__(self, pos, problem, hint=SYNTAX_HINT, prefix="YAML syntax: "):
         super().__init__(problem)
@@ -133,7 +158,6 @@ class Source:
         ScalarEvent, AliasEvent = yaml.ScalarEvent, yaml.AliasEvent
         SequenceStartEvent, MappingStartEvent = yaml.SequenceStartEvent, yaml.MappingStartEvent
         CollectionEndEvent = yaml.CollectionEndEvent
-        ScalarNode, SequenceNode, MappingNode = yaml.ScalarNode, yaml.SequenceNode, yaml.MappingNode
         anchors = {}
         # Open collections, innermost last: [node, the mapping key waiting
         # for its value, or None].
@@ -142,7 +166,7 @@ class Source:
         def attach(node):
             frame = stack[-1]
             parent = frame[0]
-            if parent.__class__ is SequenceNode:
+            if parent.__class__ is SequenceNode:  # this module's classes
                 parent.value.append(node)
             elif frame[1] is None:
                 frame[1] = node
@@ -158,7 +182,7 @@ class Source:
             cls = ev.__class__
             if issubclass(cls, CollectionEndEvent):
                 node = stack.pop()[0]
-                node.end_mark = ev.end_mark
+                node.end = ev.end_mark.index
                 if not stack:
                     break
                 continue
@@ -172,23 +196,23 @@ class Source:
                 continue
             tag = ev.tag
             explicit = tag is not None and tag != "!"
+            start = ev.start_mark.index
             if cls is ScalarEvent:
-                node = ScalarNode(STR if explicit else resolve(ScalarNode, ev.value, ev.implicit),
-                                  ev.value, ev.start_mark, ev.end_mark, ev.style or None)
+                end = ev.end_mark.index
+                if not ev.value and start == end:
+                    # An empty value: libyaml marks it at the next token,
+                    # PyYAML right after the ':'; both now read the latter.
+                    while start > 0 and text[start - 1] in " \t":
+                        start -= 1
+                    end = start
+                node = ScalarNode(STR if explicit else resolve(yaml.ScalarNode, ev.value, ev.implicit),
+                                  ev.value, start, end, pos_of(start), ev.style or None)
             elif cls is MappingStartEvent:
-                node = MappingNode("tag:yaml.org,2002:map", [], ev.start_mark, None, ev.flow_style)
+                node = MappingNode("tag:yaml.org,2002:map", [], start, start, pos_of(start), None, ev.flow_style)
             elif cls is SequenceStartEvent:
-                node = SequenceNode("tag:yaml.org,2002:seq", [], ev.start_mark, None, ev.flow_style)
+                node = SequenceNode("tag:yaml.org,2002:seq", [], start, start, pos_of(start), None, ev.flow_style)
             else:
-                raise YamlSyntaxError(pos_of(ev.start_mark.index), "unexpected %s" % cls.__name__)
-            index = ev.start_mark.index
-            if cls is ScalarEvent and not ev.value and index == ev.end_mark.index:
-                # An empty value: libyaml marks it at the next token, PyYAML
-                # right after the ':'; both now read the latter.
-                while index > 0 and text[index - 1] in " \t":
-                    index -= 1
-                node.start_mark = node.end_mark = yaml.error.Mark("", index, 0, 0, None, None)
-            node.pos = pos_of(index)
+                raise YamlSyntaxError(pos_of(start), "unexpected %s" % cls.__name__)
             if tag is not None:
                 self.tag_problems.append((
                     node.pos,
@@ -236,8 +260,8 @@ class Source:
         are matched one by one; a mismatch (an escape) gives None.
         """
         src = self.text
-        i = node.start_mark.index
-        end = node.end_mark.index
+        i = node.start
+        end = node.end
         if node.style in ("'", '"'):
             i += 1
         out = []
@@ -290,9 +314,9 @@ def scalar_bool(node):
 
 def kind_of(node):
     """How a value reads in a message: 'a mapping', 'a list', 'an integer'."""
-    if isinstance(node, yaml.MappingNode):
+    if isinstance(node, MappingNode):
         return "a mapping"
-    if isinstance(node, yaml.SequenceNode):
+    if isinstance(node, SequenceNode):
         return "a list"
     return {
         INT: "an integer",
@@ -304,12 +328,12 @@ def kind_of(node):
 
 
 def is_mapping(node):
-    return isinstance(node, yaml.MappingNode)
+    return isinstance(node, MappingNode)
 
 
 def is_sequence(node):
-    return isinstance(node, yaml.SequenceNode)
+    return isinstance(node, SequenceNode)
 
 
 def is_scalar(node):
-    return isinstance(node, yaml.ScalarNode)
+    return isinstance(node, ScalarNode)

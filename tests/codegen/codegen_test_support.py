@@ -63,10 +63,14 @@ def case_spec(case_dir):
     return specs[0]
 
 
-def tree_snapshot(root):
-    """{relative path: bytes} of every file under root."""
+def tree_snapshot(root, folders=False):
+    """{relative path: bytes} of every file under root (and, with folders,
+    {relative path + '/': None} of every folder)."""
     out = {}
-    for dirpath, _, files in os.walk(root):
+    for dirpath, dirs, files in os.walk(root):
+        if folders:
+            for d in dirs:
+                out[os.path.relpath(os.path.join(dirpath, d), root) + "/"] = None
         for f in files:
             path = os.path.join(dirpath, f)
             with open(path, "rb") as fh:
@@ -84,3 +88,23 @@ def tool(name):
             if base and os.path.exists(os.path.join(base, "bin", "nvcc")):
                 return os.path.join(base, "bin", "nvcc")
     return None
+
+
+def yaml_tree(node, seen=None):
+    """A comparable picture of a composed YAML node tree: kind, tag, value,
+    position, style, end offset; an alias shows as a reference to the
+    first occurrence's position."""
+    from klaunch_codegen import yamlpos
+
+    if seen is None:
+        seen = {}
+    if node is None:
+        return None
+    if id(node) in seen:
+        return ("alias", seen[id(node)])
+    seen[id(node)] = node.pos
+    if isinstance(node, yamlpos.ScalarNode):
+        return ("scalar", node.tag, node.value, node.pos, node.style, node.end)
+    if isinstance(node, yamlpos.SequenceNode):
+        return ("seq", node.pos, node.flow_style, [yaml_tree(n, seen) for n in node.value], node.end)
+    return ("map", node.pos, node.flow_style, [(yaml_tree(k, seen), yaml_tree(v, seen)) for k, v in node.value], node.end)

@@ -125,18 +125,6 @@ def mutate(rng, text):
     return "\n".join(lines)
 
 
-def snapshot(root):
-    out = {}
-    for dirpath, dirs, files in os.walk(root):
-        for d in dirs:
-            out[os.path.relpath(os.path.join(dirpath, d), root) + "/"] = None
-        for f in files:
-            p = os.path.join(dirpath, f)
-            with open(p, "rb") as fh:
-                out[os.path.relpath(p, root)] = fh.read()
-    return out
-
-
 class _Timeout(Exception):
     pass
 
@@ -216,7 +204,7 @@ class FuzzTest(unittest.TestCase):
             try:
                 src = yamlpos.Source("t.yaml", text)
                 try:
-                    results.append(_picture(src.compose()))
+                    results.append(support.yaml_tree(src.compose()))
                 except yamlpos.YamlSyntaxError:
                     results.append(None)
             finally:
@@ -245,7 +233,7 @@ class FuzzTest(unittest.TestCase):
                     f.write("/* an older file */\n")
             with open(os.path.join(case, spec_name), "w", encoding="utf-8", newline="") as f:
                 f.write(text)
-            before = snapshot(case)
+            before = support.tree_snapshot(case, folders=True)
             try:
                 rc, err, out = self.run_generator(case, spec_name)
             except _Timeout:
@@ -258,7 +246,7 @@ class FuzzTest(unittest.TestCase):
             if rc != 0:
                 refused += 1
                 self.assertEqual(rc, 1)
-                if snapshot(case) != before:
+                if support.tree_snapshot(case, folders=True) != before:
                     self.fail_mutant(i, text, "refused, yet the folder changed:\n" + err)
                 lines = err.splitlines()
                 if not lines or not re.match(r"^klaunch_codegen: \d+ errors?; nothing written$", lines[-1]):
@@ -277,21 +265,6 @@ class FuzzTest(unittest.TestCase):
               % (COUNT, SEED, refused, accepted, len(self.compiled), time.monotonic() - start))
         self.assertGreater(refused, COUNT // 10)
         self.assertGreater(accepted, COUNT // 20)
-
-
-def _picture(node, seen=None):
-    if seen is None:
-        seen = {}
-    if node is None:
-        return None
-    if id(node) in seen:
-        return ("alias", seen[id(node)])
-    seen[id(node)] = node.pos
-    if isinstance(node, yaml.ScalarNode):
-        return ("s", node.tag, node.value, node.pos, node.style)
-    if isinstance(node, yaml.MappingNode):
-        return ("m", node.pos, [(_picture(k, seen), _picture(v, seen)) for k, v in node.value])
-    return ("q", node.pos, [_picture(n, seen) for n in node.value])
 
 
 if __name__ == "__main__":

@@ -30,29 +30,12 @@ def compose(text, parser):
             root = src.compose()
         except yamlpos.YamlSyntaxError as e:
             return None, (e.pos, e.problem)
-        return flatten(root), src.tag_problems
+        return support.yaml_tree(root), src.tag_problems
     finally:
         if old is None:
             del os.environ["KLAUNCH_CODEGEN_YAML"]
         else:
             os.environ["KLAUNCH_CODEGEN_YAML"] = old
-
-
-def flatten(node, seen=None):
-    """A comparable picture of a node tree: kind, tag, value, position,
-    style; an alias shows as a reference to the first occurrence."""
-    if seen is None:
-        seen = {}
-    if node is None:
-        return None
-    if id(node) in seen:
-        return ("alias", seen[id(node)])
-    seen[id(node)] = node.pos
-    if isinstance(node, yaml.ScalarNode):
-        return ("scalar", node.tag, node.value, node.pos, node.style, node.end_mark.index)
-    if isinstance(node, yaml.SequenceNode):
-        return ("seq", node.pos, node.flow_style, [flatten(n, seen) for n in node.value], node.end_mark.index)
-    return ("map", node.pos, node.flow_style, [(flatten(k, seen), flatten(v, seen)) for k, v in node.value], node.end_mark.index)
 
 
 @unittest.skipUnless(hasattr(yaml, "CSafeLoader"), "PyYAML was built without libyaml")
