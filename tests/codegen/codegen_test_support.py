@@ -23,15 +23,23 @@ def _find_root():
 
 
 ROOT = _find_root()
-CODEGEN_MAIN = os.path.join(ROOT, "codegen", "main.py")
+# KLAUNCH_TEST_CHECKOUT=DIR: the generator (as a program and as the
+# klaunch_codegen package) and the runtime headers are another checkout's;
+# the tests and their data stay this one's. tests/codegen/on_commit.py uses
+# it to show a regression test failing on the commit before the fix (a test
+# importing a module that checkout lacks fails at import: no evidence).
+_OTHER = os.environ.get("KLAUNCH_TEST_CHECKOUT")
+CODEGEN_MAIN = os.path.join(_OTHER or ROOT, "codegen", "main.py")
 TESTS = os.path.join(ROOT, "tests", "codegen")
 GOLDEN = os.path.join(TESTS, "golden")
 ERRORS = os.path.join(TESTS, "errors")
-INCLUDE = os.path.join(ROOT, "include")
+INCLUDE = os.path.join(_OTHER or ROOT, "include")
 
 for p in (ROOT, os.path.join(ROOT, "codegen"), os.path.join(ROOT, "tools")):
     if p not in sys.path:
         sys.path.insert(0, p)
+if _OTHER:
+    sys.path.insert(0, os.path.join(_OTHER, "codegen"))
 
 import junit_unittest  # noqa: E402  (tools/, on the path above)
 

@@ -1,5 +1,6 @@
 """The command line: outputs, --check, all-or-nothing writes, byte stability,
-missing packages, paths under `bazel run`."""
+missing packages, paths under `bazel run`, names that collide across the
+families of one run."""
 
 import contextlib
 import hashlib
@@ -216,6 +217,47 @@ class OutputsTest(unittest.TestCase):
         with open(os.path.join(self.tmp, "inc", "klaunch", "copy.h")) as f:
             self.assertIn("from copy.yaml.", f.readline())
         self.assertEqual(os.listdir(elsewhere), [])
+
+
+class AcrossFamiliesTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.tmp)
+
+    def spec(self, family, launchers, variants="v1: {}"):
+        text = "family: %s\nvariants:\n  %s\nlaunchers:\n" % (family, variants)
+        for name in launchers:
+            text += "  - name: %s\n    params:\n      - n: u32\n    grid: {x: n}\n    block: {x: 32}\n" % name
+        with open(os.path.join(self.tmp, family + ".yaml"), "w") as f:
+            f.write(text)
+        return family + ".yaml"
+
+    def gen(self, *specs):
+        rc, out, err = support.run_codegen(["--include-dir", "inc"] + list(specs), cwd=self.tmp)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "inc")), "something was written")
+        self.assertNotIn("Traceback", err)
+        return rc, err.splitlines()
+
+    def test_launcher_of_one_family_named_like_anothers_get(self):
+        rc, err = self.gen(self.spec("fa", ["k"]), self.spec("fb", ["k_get"]))
+        self.assertEqual(rc, 1)
+        self.assertEqual(err, [
+            "fb.yaml:5:5: error: launcher 'k_get' makes kl_k_get (its launcher), which launcher 'k' in fa.yaml also makes "
+            "(its kernel lookup); rename one of them",
+            "klaunch_codegen: 1 error; nothing written",
+        ])
+
+    def test_families_whose_fatbin_symbols_collide(self):
+        rc, err = self.gen(self.spec("a_b", ["k1"], "c: {}"), self.spec("a", ["k2"], "b_c: {}"))
+        self.assertEqual(rc, 1)
+        self.assertIn("a.yaml:3:3: error: variant 'b_c' of family 'a' makes kl_fatbin_a_b_c (its embedded fatbin (bazel/cuda.bzl)), "
+                      "which variant 'c' of family 'a_b' in a_b.yaml also makes (its embedded fatbin (bazel/cuda.bzl)); rename one of them", err)
+
+    def test_families_that_differ_only_in_case(self):
+        rc, err = self.gen(self.spec("copy", ["k1"]), self.spec("Copy", ["k2"]))
+        self.assertEqual(rc, 1)
+        self.assertIn("Copy.yaml:1:9: error: family 'Copy' writes klaunch/Copy.h, which family 'copy' in copy.yaml also writes as "
+                      "klaunch/copy.h; file names that differ only in case are one file on some systems; rename one family", err)
 
 
 class CheckTest(unittest.TestCase):

@@ -8,9 +8,10 @@ from the code under test:
 - every identifier the rendered kernel-side headers use after the variant
   constants are defined is refused as a constant name;
 - the runtime's names and limits are read from include/klaunch/*.h, the
-  limits equal what a C compiler says of kl_module;
-- names of two families that collide after prefixing, or differ only in
-  case, are refused across spec files.
+  limits equal what a C compiler says of kl_module.
+
+Names of two families that collide after prefixing, or differ only in case,
+are test_cli.py's AcrossFamiliesTest (the generator run as a program).
 
     python3 tests/codegen/test_names.py --update
 
@@ -21,7 +22,6 @@ compilers (after a toolkit or libc upgrade the first test says so).
 import glob
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -182,47 +182,6 @@ class RuntimeTest(unittest.TestCase):
         lim = names.runtime().limits
         self.assertEqual([int(x) for x in got], [lim["family"], lim["variant"], lim["const_name"], lim["KL_MAX_CONSTS"],
                                                   lim["KL_MODULE_INFO_BYTES"]])
-
-
-class AcrossFamiliesTest(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, self.tmp)
-
-    def spec(self, family, launchers, variants="v1: {}"):
-        text = "family: %s\nvariants:\n  %s\nlaunchers:\n" % (family, variants)
-        for name in launchers:
-            text += "  - name: %s\n    params:\n      - n: u32\n    grid: {x: n}\n    block: {x: 32}\n" % name
-        with open(os.path.join(self.tmp, family + ".yaml"), "w") as f:
-            f.write(text)
-        return family + ".yaml"
-
-    def gen(self, *specs):
-        rc, out, err = support.run_codegen(["--include-dir", "inc"] + list(specs), cwd=self.tmp)
-        self.assertFalse(os.path.exists(os.path.join(self.tmp, "inc")), "something was written")
-        self.assertNotIn("Traceback", err)
-        return rc, err.splitlines()
-
-    def test_launcher_of_one_family_named_like_anothers_get(self):
-        rc, err = self.gen(self.spec("fa", ["k"]), self.spec("fb", ["k_get"]))
-        self.assertEqual(rc, 1)
-        self.assertEqual(err, [
-            "fb.yaml:5:5: error: launcher 'k_get' makes kl_k_get (its launcher), which launcher 'k' in fa.yaml also makes "
-            "(its kernel lookup); rename one of them",
-            "klaunch_codegen: 1 error; nothing written",
-        ])
-
-    def test_families_whose_fatbin_symbols_collide(self):
-        rc, err = self.gen(self.spec("a_b", ["k1"], "c: {}"), self.spec("a", ["k2"], "b_c: {}"))
-        self.assertEqual(rc, 1)
-        self.assertIn("a.yaml:3:3: error: variant 'b_c' of family 'a' makes kl_fatbin_a_b_c (its embedded fatbin (bazel/cuda.bzl)), "
-                      "which variant 'c' of family 'a_b' in a_b.yaml also makes (its embedded fatbin (bazel/cuda.bzl)); rename one of them", err)
-
-    def test_families_that_differ_only_in_case(self):
-        rc, err = self.gen(self.spec("copy", ["k1"]), self.spec("Copy", ["k2"]))
-        self.assertEqual(rc, 1)
-        self.assertIn("Copy.yaml:1:9: error: family 'Copy' writes klaunch/Copy.h, which family 'copy' in copy.yaml also writes as "
-                      "klaunch/copy.h; file names that differ only in case are one file on some systems; rename one family", err)
 
 
 if __name__ == "__main__":
