@@ -33,7 +33,8 @@ fixture=$here/new_family
 work=$(mktemp -d)
 cleanup() {
   for d in "$work/myproj" "$work/klaunch"; do
-    [ -d "$d" ] && (cd "$d" && "$work/klaunch/bazelw" shutdown) >/dev/null 2>&1 || true
+    # --expunge: the output bases of throwaway directories go too.
+    [ -d "$d" ] && (cd "$d" && "$work/klaunch/bazelw" clean --expunge) >/dev/null 2>&1 || true
   done
   rm -rf "$work"
 }
