@@ -142,6 +142,9 @@ class _Validator(LaunchChecks):
         self.src = source
         self.diags = diags
         self.n_errors_at_start = len(diags)
+        # text -> syntax tree or ExprError: a large spec repeats its
+        # expressions (trees are never changed after parsing).
+        self._parsed = {}
 
     def err(self, pos, message, hint):
         self.diags.error(self.src.path, pos, message, hint)
@@ -522,9 +525,15 @@ class _Validator(LaunchChecks):
             self.err(node_pos(node), "%s of %s must be an expression, got %s" % (what, label, kind_of(node)), "write it on one line, e.g. ceil_div(n, 256)")
             return None
         text = "" if node.tag == NULL else node.value
-        try:
-            tree = ex.parse(text)
-        except ex.ExprError as e:
+        tree = self._parsed.get(text)
+        if tree is None:
+            try:
+                tree = ex.parse(text)
+            except ex.ExprError as e:
+                tree = e
+            self._parsed[text] = tree
+        if isinstance(tree, ex.ExprError):
+            e = tree
             hint = e.hint
             if flow and node.style is None and e.message.startswith("missing ')'"):
                 hint = "in a {...} mapping a comma ends the value; quote the expression or write the mapping one key per line"

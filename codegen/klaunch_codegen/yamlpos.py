@@ -151,20 +151,114 @@ class Source:
             loader.dispose()
 
     def _compose_events(self, loader):
+        # One pass over the parser's events, kept lean: a 10,000-launcher
+        # spec is some 900,000 events (bench/codegen/speed.py).
         get = loader.get_event
-        pos_of = self.pos_of_index
         text = self.text
-        resolve = loader.resolve
+        line_starts = self._line_starts
+        n_lines = len(line_starts)
         ScalarEvent, AliasEvent = yaml.ScalarEvent, yaml.AliasEvent
         SequenceStartEvent, MappingStartEvent = yaml.SequenceStartEvent, yaml.MappingStartEvent
-        CollectionEndEvent = yaml.CollectionEndEvent
+        SequenceEndEvent, MappingEndEvent = yaml.SequenceEndEvent, yaml.MappingEndEvent
+        resolve_plain = _plain_resolver(loader)
         anchors = {}
         # Open collections, innermost last: [node, the mapping key waiting
         # for its value, or None].
         stack = []
+        frame = None
+        # Events come in text order (an alias makes no node), so the line
+        # of each start is found by walking on, not by a search.
+        line = 0
 
-        def attach(node):
-            frame = stack[-1]
+        def pos_of(index):
+            return self.pos_of_index(index)
+
+        get()  # StreamStart
+        if isinstance(get(), yaml.StreamEndEvent):  # else the DocumentStart
+            return None
+        while True:
+            ev = get()
+            cls = ev.__class__
+            if cls is MappingEndEvent or cls is SequenceEndEvent:
+                node = stack.pop()[0]
+                node.end = ev.end_mark.index
+                if not stack:
+                    break
+                frame = stack[-1]
+                continue
+            if cls is AliasEvent:
+                node = anchors.get(ev.anchor)
+                if node is None:
+                    raise YamlSyntaxError(pos_of(ev.start_mark.index), "found undefined alias %r" % ev.anchor)
+                if not stack:
+                    break
+            else:
+                tag = ev.tag
+                start = ev.start_mark.index
+                if cls is ScalarEvent:
+                    value = ev.value
+                    end = ev.end_mark.index
+                    if not value and start == end:
+                        # An empty value: libyaml marks it at the next token,
+                        # PyYAML right after the ':'; both now read the latter.
+                        while start > 0 and text[start - 1] in " \t":
+                            start -= 1
+                        end = start
+                else:
+                    end = start
+                while line + 1 < n_lines and line_starts[line + 1] <= start:
+                    line += 1
+                if line_starts[line] > start:  # not in text order: search
+                    pos = pos_of(start)
+                else:
+                    pos = (line + 1, start - line_starts[line] + 1)
+                if cls is ScalarEvent:
+                    if tag is not None and tag != "!":
+                        rtag = STR
+                    elif ev.implicit[0]:
+                        rtag = resolve_plain(value)
+                    else:
+                        rtag = STR
+                    node = ScalarNode(rtag, value, start, end, pos, ev.style or None)
+                elif cls is MappingStartEvent:
+                    node = MappingNode("tag:yaml.org,2002:map", [], start, start, pos, None, ev.flow_style)
+                elif cls is SequenceStartEvent:
+                    node = SequenceNode("tag:yaml.org,2002:seq", [], start, start, pos, None, ev.flow_style)
+                else:
+                    raise YamlSyntaxError(pos, "unexpected %s" % cls.__name__)
+                if tag is not None:
+                    self.tag_problems.append((
+                        pos,
+                        "YAML tag '%s' is not supported" % _short_tag(tag),
+                        "write the value without a tag: a spec reads true/false, integers and text as they are written",
+                    ))
+                anchor = ev.anchor
+                if anchor is not None:
+                    if anchor in anchors:
+                        line0, col0 = anchors[anchor].pos
+                        raise YamlSyntaxError(
+                            pos,
+                            "anchor &%s is defined twice" % anchor,
+                            "the first is at line %d, column %d; give each anchor its own name" % (line0, col0),
+                            prefix="",
+                        )
+                    anchors[anchor] = node
+                if cls is not ScalarEvent:
+                    if frame is not None:
+                        _attach(frame, node)
+                    if len(stack) >= MAX_DEPTH:
+                        raise YamlSyntaxError(
+                            pos,
+                            "the spec nests deeper than %d levels here" % MAX_DEPTH,
+                            "a spec needs about six levels; flatten it",
+                            prefix="",
+                        )
+                    frame = [node, None]
+                    stack.append(frame)
+                    continue
+                if frame is None:
+                    break
+            # A scalar or an alias, inside a collection.
             parent = frame[0]
             if parent.__class__ is SequenceNode:  # this module's classes
                 parent.value.append(node)
@@ -173,78 +267,6 @@ class Source:
             else:
                 parent.value.append((frame[1], node))
                 frame[1] = None
-
-        get()  # StreamStart
-        if isinstance(get(), yaml.StreamEndEvent):  # else the DocumentStart
-            return None
-        while True:
-            ev = get()
-            cls = ev.__class__
-            if issubclass(cls, CollectionEndEvent):
-                node = stack.pop()[0]
-                node.end = ev.end_mark.index
-                if not stack:
-                    break
-                continue
-            if cls is AliasEvent:
-                node = anchors.get(ev.anchor)
-                if node is None:
-                    raise YamlSyntaxError(pos_of(ev.start_mark.index), "found undefined alias %r" % ev.anchor)
-                if not stack:
-                    break
-                attach(node)
-                continue
-            tag = ev.tag
-            explicit = tag is not None and tag != "!"
-            start = ev.start_mark.index
-            if cls is ScalarEvent:
-                end = ev.end_mark.index
-                if not ev.value and start == end:
-                    # An empty value: libyaml marks it at the next token,
-                    # PyYAML right after the ':'; both now read the latter.
-                    while start > 0 and text[start - 1] in " \t":
-                        start -= 1
-                    end = start
-                node = ScalarNode(STR if explicit else resolve(yaml.ScalarNode, ev.value, ev.implicit),
-                                  ev.value, start, end, pos_of(start), ev.style or None)
-            elif cls is MappingStartEvent:
-                node = MappingNode("tag:yaml.org,2002:map", [], start, start, pos_of(start), None, ev.flow_style)
-            elif cls is SequenceStartEvent:
-                node = SequenceNode("tag:yaml.org,2002:seq", [], start, start, pos_of(start), None, ev.flow_style)
-            else:
-                raise YamlSyntaxError(pos_of(start), "unexpected %s" % cls.__name__)
-            if tag is not None:
-                self.tag_problems.append((
-                    node.pos,
-                    "YAML tag '%s' is not supported" % _short_tag(tag),
-                    "write the value without a tag: a spec reads true/false, integers and text as they are written",
-                ))
-            anchor = ev.anchor
-            if anchor is not None:
-                if anchor in anchors:
-                    line, col = anchors[anchor].pos
-                    raise YamlSyntaxError(
-                        node.pos,
-                        "anchor &%s is defined twice" % anchor,
-                        "the first is at line %d, column %d; give each anchor its own name" % (line, col),
-                        prefix="",
-                    )
-                anchors[anchor] = node
-            if cls is ScalarEvent:
-                if not stack:
-                    break
-                attach(node)
-                continue
-            if stack:
-                attach(node)
-            if len(stack) >= MAX_DEPTH:
-                raise YamlSyntaxError(
-                    node.pos,
-                    "the spec nests deeper than %d levels here" % MAX_DEPTH,
-                    "a spec needs about six levels; flatten it",
-                    prefix="",
-                )
-            stack.append([node, None])
         root = node
         get()  # DocumentEnd
         ev = get()
@@ -281,6 +303,14 @@ class Source:
 
     def pos_in_scalar(self, node, offset):
         """Position in the file of character `offset` of a scalar's value."""
+        value = node.value
+        if offset < len(value) and "\n" not in value and "\r" not in value:
+            # The common case: the value stands in the file as it is, on
+            # one line (plain, or quoted without escapes).
+            start = node.start + (1 if node.style in ("'", '"') else 0)
+            if self.text.startswith(value, start):
+                line, col = node.pos
+                return (line, col + (start - node.start) + offset)
         offsets = self.value_offsets(node)
         if not offsets or all(o is None for o in offsets):
             return node_pos(node)
@@ -294,6 +324,33 @@ class Source:
             return node_pos(node)
         line, col = self.pos_of_index(offsets[prev])
         return (line, col + (offset - prev))
+
+
+def _attach(frame, node):
+    parent = frame[0]
+    if parent.__class__ is SequenceNode:
+        parent.value.append(node)
+    elif frame[1] is None:
+        frame[1] = node
+    else:
+        parent.value.append((frame[1], node))
+        frame[1] = None
+
+
+def _plain_resolver(loader):
+    """value -> tag of a plain scalar, as loader.resolve gives it, memoised:
+    a spec repeats its plain values (types, names, numbers) thousands of
+    times, and PyYAML's resolver is a loop of regular expressions."""
+    memo = {}
+    resolve, ScalarNode_ = loader.resolve, yaml.ScalarNode
+
+    def tag_of(value):
+        tag = memo.get(value)
+        if tag is None:
+            tag = memo[value] = resolve(ScalarNode_, value, (True, False))
+        return tag
+
+    return tag_of
 
 
 def _short_tag(tag):
