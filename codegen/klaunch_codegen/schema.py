@@ -37,6 +37,13 @@ CUDA_ELEM = {
 PARAM_KIND = {"u32": "KL_PARAM_U32", "u64": "KL_PARAM_U64", "i32": "KL_PARAM_I32", "f32": "KL_PARAM_F32", "bool": "KL_PARAM_BOOL"}
 PARAM_SIZE = {"u32": 4, "u64": 8, "i32": 4, "f32": 4, "bool": 4}
 
+# ---- the spec file ---------------------------------------------------------------
+
+# A spec is a regular file of at most this many bytes: a 10,000-launcher
+# spec is 8.5 MB (bench/codegen/speed.py); a FIFO or a device would block or
+# never end, and a far larger file is a mistake.
+MAX_SPEC_BYTES = 64 << 20
+
 # ---- keys -----------------------------------------------------------------------
 
 TOP_KEYS = ("family", "doc", "variants", "launchers")

@@ -14,6 +14,7 @@ import difflib
 import hashlib
 import os
 import re
+import stat
 
 from . import expr as ex
 from .names import header_name_problem
@@ -30,6 +31,7 @@ from .schema import (
     INT64_MIN,
     PREPROCESSOR_WORDS,
     LAUNCHER_KEYS,
+    MAX_SPEC_BYTES,
     PARAM_KEYS,
     POINTER_ELEMENTS,
     PRE_KEYS,
@@ -636,13 +638,46 @@ class _Resolver:
 
 
 
+class _NotASpecFile(Exception):
+    pass
+
+
+def _read_spec(path):
+    """The bytes of a spec file. Opened without blocking (a FIFO opens at
+    once, and is refused), checked to be a regular file, read only up to
+    MAX_SPEC_BYTES (a file growing meanwhile is cut there, and refused)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            mode = st.st_mode
+            what = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+                    "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket or other special file")
+            raise _NotASpecFile("cannot read the spec: it is %s, not a regular file" % what, "give the path of a <family>.yaml file")
+        chunks, size = [], 0
+        while size <= MAX_SPEC_BYTES:
+            chunk = os.read(fd, min(1 << 20, MAX_SPEC_BYTES + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_SPEC_BYTES:
+            raise _NotASpecFile("the spec is over %d MiB" % (MAX_SPEC_BYTES >> 20),
+                                "a spec of 10,000 launchers is under 9 MB; split the family or check the path")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def load_spec(path, diags):
     """A validated Spec, or None when the file had problems (all reported)."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = _read_spec(path)
     except OSError as e:
         diags.error(path, (1, 1), "cannot read the spec: %s" % (e.strerror or e), "check the path")
+        return None
+    except _NotASpecFile as e:
+        diags.error(path, (1, 1), e.args[0], e.args[1])
         return None
     try:
         text = data.decode("utf-8")

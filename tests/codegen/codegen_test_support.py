@@ -46,8 +46,9 @@ import junit_unittest  # noqa: E402  (tools/, on the path above)
 main = junit_unittest.main
 
 
-def run_codegen(args, cwd=None, env=None):
-    """(returncode, stdout, stderr) of `python3 codegen/main.py args`."""
+def run_codegen(args, cwd=None, env=None, timeout=None):
+    """(returncode, stdout, stderr) of `python3 codegen/main.py args`
+    (subprocess.TimeoutExpired past `timeout` seconds)."""
     full_env = dict(os.environ)
     full_env.pop("BUILD_WORKSPACE_DIRECTORY", None)
     if env:
@@ -59,6 +60,7 @@ def run_codegen(args, cwd=None, env=None):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         universal_newlines=True,
+        timeout=timeout,
     )
     return proc.returncode, proc.stdout, proc.stderr
 

@@ -7,6 +7,7 @@ import hashlib
 import io
 import os
 import shutil
+import subprocess
 import tempfile
 import unittest
 
@@ -202,6 +203,34 @@ class OutputsTest(unittest.TestCase):
             ],
         )
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "inc")))
+
+    def test_spec_that_is_a_fifo_device_or_folder_is_refused_without_blocking(self):
+        # On 0c9d934 a FIFO blocked forever and /dev/zero read until memory ran out.
+        fifo = os.path.join(self.tmp, "fifo.yaml")
+        os.mkfifo(fifo)
+        os.makedirs(os.path.join(self.tmp, "folder.yaml"))
+        for spec, kind in (("fifo.yaml", "a FIFO"), ("/dev/zero", "a device"), ("folder.yaml", "a folder")):
+            try:
+                rc, _, err = self.gen("--include-dir", "inc", spec, timeout=30)
+            except subprocess.TimeoutExpired:
+                self.fail("the generator blocked on %s" % spec)
+            self.assertEqual(rc, 1, spec)
+            self.assertEqual(err.splitlines(), [
+                "%s:1:1: error: cannot read the spec: it is %s, not a regular file; give the path of a <family>.yaml file" % (spec, kind),
+                "klaunch_codegen: 1 error; nothing written",
+            ])
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "inc")))
+
+    def test_spec_over_64_mib_is_refused_unread(self):
+        with open(os.path.join(self.tmp, "big.yaml"), "w") as f:
+            f.write("family: big\n")
+            f.truncate((64 << 20) + 1)  # a sparse file: NUL bytes past the first line
+        rc, _, err = self.gen("--include-dir", "inc", "big.yaml", timeout=60)
+        self.assertEqual(rc, 1)
+        self.assertEqual(err.splitlines(), [
+            "big.yaml:1:1: error: the spec is over 64 MiB; a spec of 10,000 launchers is under 9 MB; split the family or check the path",
+            "klaunch_codegen: 1 error; nothing written",
+        ])
 
     def test_missing_spec_file(self):
         rc, _, err = self.gen("--include-dir", "inc", "nope.yaml")
