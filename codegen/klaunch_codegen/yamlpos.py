@@ -258,15 +258,7 @@ class Source:
                     continue
                 if frame is None:
                     break
-            # A scalar or an alias, inside a collection.
-            parent = frame[0]
-            if parent.__class__ is SequenceNode:  # this module's classes
-                parent.value.append(node)
-            elif frame[1] is None:
-                frame[1] = node
-            else:
-                parent.value.append((frame[1], node))
-                frame[1] = None
+            _attach(frame, node)  # a scalar or an alias, inside a collection
         root = node
         get()  # DocumentEnd
         ev = get()
@@ -327,8 +319,9 @@ class Source:
 
 
 def _attach(frame, node):
+    """Puts node into the open collection of frame ([node, pending key])."""
     parent = frame[0]
-    if parent.__class__ is SequenceNode:
+    if parent.__class__ is SequenceNode:  # this module's classes
         parent.value.append(node)
     elif frame[1] is None:
         frame[1] = node
