@@ -141,5 +141,52 @@ __device__ __forceinline__ void kl__wgmma_bf16_ss<256, 1>(float (&d)[128], uint6
 }
 #undef KL__WGMMA_ACC64
 
+/* ---- mbarrier (PTX ISA "mbarrier"), shared::cta, 64-bit objects ----
+ * init: expected arrival count; arrive (release.cta); arrive.expect_tx adds
+ * transaction bytes before arriving; wait loops on try_wait.parity until
+ * the phase of that parity has completed (acquire.cta). */
+static __device__ __forceinline__ void kl__mbar_init(uint32_t addr, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count) : "memory");
+}
+static __device__ __forceinline__ void kl__mbar_arrive(uint32_t addr) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(addr) : "memory");
+}
+static __device__ __forceinline__ void kl__mbar_arrive_expect_tx(uint32_t addr, uint32_t tx) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(addr), "r"(tx) : "memory");
+}
+static __device__ __forceinline__ void kl__mbar_wait(uint32_t addr, uint32_t parity) {
+    asm volatile(
+        "{\n.reg .pred p;\nKL_MBAR_WAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+        "@!p bra KL_MBAR_WAIT_%=;\n}\n" ::"r"(addr),
+        "r"(parity)
+        : "memory");
+}
+/* An arrive on the mbarrier once every earlier cp.async of this thread has
+ * landed; .noinc: it counts against the expected count given at init. */
+static __device__ __forceinline__ void kl__cp_async_mbar_arrive_noinc(uint32_t addr) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(addr) : "memory");
+}
+/* setmaxnreg (warpgroup-wide): effective only with a register cap at entry
+ * (__launch_bounds__(threads, 1)) and each role one branch. */
+template <int N>
+static __device__ __forceinline__ void kl__setmaxnreg_inc() {
+    static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg: a multiple of 8 in [24, 256]");
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+static __device__ __forceinline__ void kl__setmaxnreg_dec() {
+    static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg: a multiple of 8 in [24, 256]");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+/* elect.sync over the full warp: true in exactly one lane. */
+static __device__ __forceinline__ bool kl__elect_one() {
+    uint32_t pred = 0;
+    asm volatile(
+        "{\n.reg .pred p;\nelect.sync _|p, 0xffffffff;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(pred));
+    return pred != 0u;
+}
+
 #endif /* KL_EMULATOR / __CUDA_ARCH_FEAT_SM90_ALL */
 #endif /* KLAUNCH_KERNELS_COMMON_KL_PTX_SM90_CUH */

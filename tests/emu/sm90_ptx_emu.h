@@ -35,6 +35,16 @@ void kl_emu_sm90_wgmma_fence(void);
 void kl_emu_sm90_wgmma_commit(void);
 void kl_emu_sm90_wgmma_wait(uint32_t pending);
 void kl_emu_sm90_fence_proxy_async(void);
+// tests/emu/sm90_mbarrier.cc
+void kl_emu_sm90_mbarrier_init(uint32_t addr, uint32_t count);
+void kl_emu_sm90_mbarrier_arrive(uint32_t addr);
+void kl_emu_sm90_mbarrier_arrive_expect_tx(uint32_t addr, uint32_t tx);
+void kl_emu_sm90_mbarrier_wait_parity(uint32_t addr, uint32_t parity);
+uint32_t kl_emu_sm90_mbarrier_phase(uint32_t addr);
+void kl_emu_sm90_cp_async_mbarrier_arrive_noinc(uint32_t addr);
+void kl_emu_sm90_setmaxnreg(uint32_t inc, uint32_t count);
+uint32_t kl_emu_sm90_setmaxnreg_count(void);
+uint32_t kl_emu_sm90_elect_sync(uint32_t mask);  // 1 in the elected lane
 }
 
 static inline void kl__wgmma_fence() { kl_emu_sm90_wgmma_fence(); }
@@ -54,5 +64,29 @@ static inline void kl__wgmma_bf16_ss(float (&d)[N / 2], uint64_t desc_a, uint64_
     static_assert(TRANS_B == 0 || TRANS_B == 1, "imm-trans-b is 0 or 1");
     kl_emu_sm90_wgmma_bf16_ss(d, (uint32_t)N, (uint32_t)TRANS_B, desc_a, desc_b, accumulate);
 }
+
+// mbarrier, cp.async.mbarrier.arrive, setmaxnreg, elect.sync
+// (tests/emu/sm90_mbarrier.cc says what each makes observable). A wait is
+// blocking here (the GPU wrapper loops on try_wait): a phase nobody
+// completes is the emulator's deadlock report, not a hang.
+static inline void kl__mbar_init(uint32_t addr, uint32_t count) { kl_emu_sm90_mbarrier_init(addr, count); }
+static inline void kl__mbar_arrive(uint32_t addr) { kl_emu_sm90_mbarrier_arrive(addr); }
+static inline void kl__mbar_arrive_expect_tx(uint32_t addr, uint32_t tx) {
+    kl_emu_sm90_mbarrier_arrive_expect_tx(addr, tx);
+}
+static inline void kl__mbar_wait(uint32_t addr, uint32_t parity) { kl_emu_sm90_mbarrier_wait_parity(addr, parity); }
+static inline void kl__cp_async_mbar_arrive_noinc(uint32_t addr) { kl_emu_sm90_cp_async_mbarrier_arrive_noinc(addr); }
+template <int N>
+static inline void kl__setmaxnreg_inc() {
+    static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg: a multiple of 8 in [24, 256]");
+    kl_emu_sm90_setmaxnreg(1u, (uint32_t)N);
+}
+template <int N>
+static inline void kl__setmaxnreg_dec() {
+    static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg: a multiple of 8 in [24, 256]");
+    kl_emu_sm90_setmaxnreg(0u, (uint32_t)N);
+}
+/* elect.sync over the full warp: true in one lane (the same lane every time). */
+static inline bool kl__elect_one() { return kl_emu_sm90_elect_sync(0xffffffffu) != 0u; }
 
 #endif  // KLAUNCH_TESTS_EMU_SM90_PTX_EMU_H
