@@ -114,6 +114,9 @@ TEST_P(MlaWgmmaEmulated, GemmOneTile) { gemm(mod(), {1, 1, 8, 8, 0, 0, 0}, 41); 
 TEST_P(MlaWgmmaEmulated, GemmAbsorptionShapeOneGroup) { gemm(mod(), {128, 1, 128, 128, 0, 0, 0}, 42); }
 TEST_P(MlaWgmmaEmulated, GemmKPastTheStagesRaggedEdges) { gemm(mod(), {130, 2, 200, 72, 8, 16, 0}, 43); }
 TEST_P(MlaWgmmaEmulated, GemmOddSizesUnaligned) { gemm(mod(), {37, 3, 13, 19, 1, 3, 1}, 44); }
+// 9 m tiles: blocks of 4, 4 and 1 tiles, each k step 64 of 200 (4 stages a
+// tile, so the 4-stage ring wraps inside and across tiles), 2 ragged n tiles.
+TEST_P(MlaWgmmaEmulated, GemmSeveralTilesPerBlockRingWraps) { gemm(mod(), {1100, 2, 200, 136, 0, 8, 0}, 45); }
 
 INSTANTIATE_TEST_SUITE_P(Variants, MlaWgmmaEmulated, ::testing::Values("mistral_small_4", "deepseek_v4_flash"),
                          [](const ::testing::TestParamInfo<const char *> &i) { return std::string(i.param); });
