@@ -1,7 +1,7 @@
 // mla_bench: the MLA prefill family's kernels on a GPU, against the GPU's own
 // copy bandwidth.
 //
-//   mla_bench [--json FILE] [--runs N] [--quick]
+//   mla_bench [--json FILE] [--runs N] [--quick] [--only NAME,NAME...]
 //
 // Every time is CUDA events (cuEventRecord on the legacy stream) around one
 // launch, runs queued back to back, the median of N (default 30; 5 for the
@@ -41,6 +41,8 @@
 // the small shape, the wgmma attention's equals the mma one's there, and
 // the tiled grouped GEMMs' C equals the seed's.
 // Prints a table; --json writes the numbers. Exit 1 on any failure.
+// --only runs the measures whose names contain one of the given words (copy
+// always runs: the ratios need it), to fit a short GPU lease.
 #define KLAUNCH_IMPLEMENTATION
 #include "klaunch/cuda_backend.h"
 #include "klaunch/mla_prefill.h"
@@ -427,6 +429,7 @@ void write_json(const std::string &path, const std::string &device) {
 int main(int argc, char **argv) {
     std::string json;
     bool quick = false;
+    std::vector<std::string> only;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         if (a == "--json" && i + 1 < argc)
@@ -435,9 +438,20 @@ int main(int argc, char **argv) {
             g_runs = std::max(1, std::atoi(argv[++i]));
         else if (a == "--quick")
             quick = true;
-        else
-            die("usage: mla_bench [--json FILE] [--runs N] [--quick]");
+        else if (a == "--only" && i + 1 < argc) {
+            std::stringstream list(argv[++i]);
+            std::string w;
+            while (std::getline(list, w, ','))
+                if (!w.empty()) only.push_back(w);
+        } else
+            die("usage: mla_bench [--json FILE] [--runs N] [--quick] [--only NAME,NAME...]");
     }
+    auto want = [&only](const char *name) {
+        if (only.empty()) return true;
+        for (const std::string &w : only)
+            if (std::strstr(name, w.c_str()) != nullptr) return true;
+        return false;
+    };
     init_mla_driver();
     char name[256] = {0};
     g_device_name(name, sizeof name - 1, g_cuda.device);
@@ -451,18 +465,22 @@ int main(int argc, char **argv) {
 
     const uint32_t seq = quick ? 1024 : 4096;
     bench_copy();
-    bench_attention(&g_mod.v576, 576, 128, seq, "attn_mma_576");
-    bench_attention(&g_mod.v320, 320, 128, seq, "attn_mma_320");
-    bench_attention(&g_mod.v576, 576, 128, seq, "attn_wgmma_576", kl_mla_absorbed_attention_wgmma_get,
-                    kl_mla_absorbed_attention_wgmma);
-    bench_attention(&g_mod.v320, 320, 128, seq, "attn_wgmma_320", kl_mla_absorbed_attention_wgmma_get,
-                    kl_mla_absorbed_attention_wgmma);
-    bench_seed_attention(16, quick ? 512 : 1024);
-    bench_gemm(4096, 128, 128, 512, "gemm_mma", true);
-    bench_gemm(4096, 128, 512, 128, "gemm_mma_t", false);
-    bench_gemm(4096, 128, 128, 512, "gemm_wgmma", true, kl_grouped_gemm_wgmma_get, kl_grouped_gemm_wgmma);
-    bench_gemm(4096, 128, 512, 128, "gemm_wgmma_t", false, kl_grouped_gemm_wgmma_get, kl_grouped_gemm_wgmma);
-    bench_data_movement();
+    if (want("attn_mma_576")) bench_attention(&g_mod.v576, 576, 128, seq, "attn_mma_576");
+    if (want("attn_mma_320")) bench_attention(&g_mod.v320, 320, 128, seq, "attn_mma_320");
+    if (want("attn_wgmma_576"))
+        bench_attention(&g_mod.v576, 576, 128, seq, "attn_wgmma_576", kl_mla_absorbed_attention_wgmma_get,
+                        kl_mla_absorbed_attention_wgmma);
+    if (want("attn_wgmma_320"))
+        bench_attention(&g_mod.v320, 320, 128, seq, "attn_wgmma_320", kl_mla_absorbed_attention_wgmma_get,
+                        kl_mla_absorbed_attention_wgmma);
+    if (want("attn_seed_576")) bench_seed_attention(16, quick ? 512 : 1024);
+    if (want("gemm_mma")) bench_gemm(4096, 128, 128, 512, "gemm_mma", true);
+    if (want("gemm_mma_t")) bench_gemm(4096, 128, 512, 128, "gemm_mma_t", false);
+    if (want("gemm_wgmma"))
+        bench_gemm(4096, 128, 128, 512, "gemm_wgmma", true, kl_grouped_gemm_wgmma_get, kl_grouped_gemm_wgmma);
+    if (want("gemm_wgmma_t"))
+        bench_gemm(4096, 128, 512, 128, "gemm_wgmma_t", false, kl_grouped_gemm_wgmma_get, kl_grouped_gemm_wgmma);
+    if (want("dm_")) bench_data_movement();
 
     if (!json.empty()) write_json(json, name);
     kl_module_unload(&g_mod.v320);

@@ -402,6 +402,7 @@ TEST_P(GroupedGemmFast, MatchesFloat64Reference) {
         {3, 1, 12, 20, 4, 4, 0},      // aligned rows with ragged last pieces of k and n
         {129, 2, 64, 129, 0, 2, 2},
         {130, 2, 200, 72, 0, 0, 0},   // k_g past the stages (4 k-tiles of 64, ragged), partial n tile
+        {1100, 2, 200, 136, 0, 8, 0}, // 9 m tiles: the wgmma kernel's blocks of 4, 4 and 1, its ring wrapping
     };
     uint32_t seed = 8000u + 100u * static_cast<uint32_t>(GetParam() / 2);
     for (const GemmCase &c : cases) {
