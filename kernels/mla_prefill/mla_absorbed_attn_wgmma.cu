@@ -86,9 +86,10 @@ namespace mla_absorbed_attn_wgmma_ {
 
 constexpr int D = MLA_HDIM;
 constexpr int DV = MLA_HDIM - 64; /* kv_lora: output width */
-constexpr int BM = 64, BN = 64, THREADS = 256;
+constexpr int BM = 64, BN = 64, THREADS = 384;
+constexpr int STAGES = MLA_WGMMA_STAGES; /* key-tile ring: 2 (D 576) or 4 (D 320) */
+constexpr int LAG = STAGES - 2; /* tiles the producer keeps in flight past the one it releases */
 constexpr int NSLAB = D / 64;      /* 128-byte slabs of a Q or K row */
-constexpr int KS = D / 16;         /* k16 steps of S */
 constexpr int WN = DV / 2;         /* output columns per warpgroup */
 constexpr int NO = WN / 2;         /* output accumulators per thread */
 constexpr int VSLAB = WN / 64;     /* slabs of V per warpgroup */
@@ -96,37 +97,42 @@ constexpr uint32_t SLAB = BM * 128; /* one slab of a 64-row tile: 8 KiB (BM == B
 constexpr uint32_t OFF_Q = 0;
 constexpr uint32_t OFF_K = OFF_Q + NSLAB * SLAB;
 constexpr uint32_t KBUF = NSLAB * SLAB;
-constexpr uint32_t OFF_P = OFF_K + 2 * KBUF;
+constexpr uint32_t OFF_P = OFF_K + STAGES * KBUF;
 constexpr uint32_t OFF_MAX = OFF_P + SLAB;         /* float [2 warpgroups][BM] */
 constexpr uint32_t OFF_SUM = OFF_MAX + 2 * BM * 4; /* float [2 warpgroups][BM] */
-constexpr uint32_t SMEM = OFF_SUM + 2 * BM * 4;
+constexpr uint32_t OFF_BAR = OFF_SUM + 2 * BM * 4; /* full[STAGES], empty[STAGES], q */
+constexpr uint32_t SMEM = OFF_BAR + 128;
 
 static_assert(BM == BN, "Q and K tiles share one slab size");
 static_assert(D % 64 == 0 && WN % 64 == 0, "rows and output halves are whole slabs");
 static_assert(WN == 256 || WN == 128, "one m64n256 or m64n128 product per k16 step of P V");
-static_assert(THREADS == 8 * 32 && BM == 64, "a tile load is 8 chunks x 32 rows x 2 per slab");
-static_assert(SMEM + 1024 == KL_SHARED_BYTES_mla_absorbed_attn_wgmma, "the spec's shared_bytes (384 * MLA_HDIM + 10240): the layout and 1 KiB to align it");
+static_assert(THREADS == KL_THREADS_mla_absorbed_attn_wgmma && BM == 64, "two consumer warpgroups and a producer");
+static_assert(STAGES >= 2 && (2 * STAGES + 1) * 8 <= 128, "the mbarriers fit their 128 bytes");
+static_assert(SMEM + 1024 == KL_SHARED_BYTES_mla_absorbed_attn_wgmma,
+              "the spec's shared_bytes (128 * MLA_HDIM * (1 + MLA_WGMMA_STAGES) + 10368): the layout and 1 KiB to "
+              "align it");
 
 /* BM rows of D bf16 (row r at src + r * stride) into the slab layout at
- * `dst`; rows from `valid` on are zeros (past seq_len: a zero V row times a
- * zero weight stays zero, garbage could be NaN). `vec`: rows 16-byte aligned.
- * Thread t copies chunk t % 8 of rows t / 8 and t / 8 + 32 of every slab:
- * its rows' swizzle (row % 8) is the same for both, so all of its
- * destinations are one address plus immediates (the first version's
- * per-chunk index arithmetic was the kernel's busiest ALU work). */
+ * `dst`, by the producer's 128 threads; rows from `valid` on are zeros
+ * (past seq_len: a zero V row times a zero weight stays zero, garbage could
+ * be NaN). `vec`: rows 16-byte aligned. Thread t copies chunk t % 8 of rows
+ * t / 8 + 16 i (i < 4) of every slab: its rows' swizzle (row % 8) is the
+ * same for all four, so all of its destinations are one address plus
+ * immediates. */
 __device__ __forceinline__ void load_tile(uint32_t dst, const __nv_bfloat16 *src, size_t stride, uint32_t valid,
-                                          bool vec, uint32_t tid) {
-    const uint32_t c = tid & 7u, r = tid >> 3;
+                                          bool vec, uint32_t pt) {
+    const uint32_t c = pt & 7u, r = pt >> 3;
     const uint32_t to = dst + r * 128u + ((c ^ (r & 7u)) << 4);
-    const __nv_bfloat16 *from[2] = {src + (size_t)r * stride + c * 8u, src + (size_t)(r + 32u) * stride + c * 8u};
-    const bool ok[2] = {r < valid, r + 32u < valid};
+    const __nv_bfloat16 *from = src + (size_t)r * stride + c * 8u;
 #pragma unroll
-    for (int sl = 0; sl < NSLAB; ++sl) {
+    for (int i = 0; i < 4; ++i) {
+        const bool ok = r + 16u * (uint32_t)i < valid;
+        const __nv_bfloat16 *f0 = from + (size_t)(16 * i) * stride;
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            const uint32_t t = to + (uint32_t)sl * SLAB + (uint32_t)i * 32u * 128u;
-            const __nv_bfloat16 *f = from[i] + sl * 64;
-            if (!ok[i])
+        for (int sl = 0; sl < NSLAB; ++sl) {
+            const uint32_t t = to + (uint32_t)sl * SLAB + (uint32_t)i * 16u * 128u;
+            const __nv_bfloat16 *f = f0 + sl * 64;
+            if (!ok)
                 kl__mma_st_shared_v4(t, make_uint4(0u, 0u, 0u, 0u));
             else if (vec)
                 kl__mma_cp16(t, f);
@@ -154,47 +160,79 @@ mla_absorbed_attn_wgmma(KL_PARAMS_mla_absorbed_attn_wgmma) {
     if (head_dim != (uint32_t)D || kv_lora != (uint32_t)DV || seq_len == 0u || blockDim.x != (uint32_t)THREADS ||
         kl__mma_dynamic_smem_size() < SMEM + 1024u)
         return;
-    const uint32_t tile = gridDim.x - 1u - blockIdx.x;
+    const uint32_t tile = gridDim.x - 1u - blockIdx.x; /* longest causal rows first */
     const uint32_t q0 = tile * (uint32_t)BM;
     if (q0 >= seq_len) return;
 
-    const uint32_t tid = threadIdx.x, wg = tid >> 7, tw = tid & 127u;
-    const uint32_t w = tw >> 5, lane = tid & 31u, g = lane >> 2, tq = lane & 3u;
+    const uint32_t tid = threadIdx.x, wg = tid >> 7;
     const uint32_t hh = blockIdx.y, b = blockIdx.z;
-    const size_t q_row = (size_t)num_q_heads * D; /* elements between tokens of q */
 
     /* The swizzle pattern repeats every 1024 bytes of address: slabs start on such a boundary. */
     const uint32_t sbase = (kl__mma_smem_addr(mla_absorbed_attn_wgmma__smem) + 1023u) & ~1023u;
-    const bool vec = (((uintptr_t)q | (uintptr_t)kv) & 15u) == 0u; /* rows are D * 2 bytes apart, a multiple of 16 */
-    const __nv_bfloat16 *qtile = q + ((size_t)b * seq_len + q0) * q_row + (size_t)hh * D;
-    const __nv_bfloat16 *kvb = kv + (size_t)b * seq_len * D;
-
+    const uint32_t full = sbase + OFF_BAR, empty = full + 8u * STAGES, qbar = empty + 8u * STAGES;
     const uint32_t kv_end = causal ? min(seq_len, q0 + (uint32_t)BM) : seq_len;
     const uint32_t ntiles = (kv_end + (uint32_t)BN - 1u) / (uint32_t)BN;
 
-    load_tile(sbase + OFF_Q, qtile, q_row, min((uint32_t)BM, seq_len - q0), vec, tid);
-    load_tile(sbase + OFF_K, kvb, (size_t)D, min((uint32_t)BN, seq_len), vec, tid);
-    kl__mma_cp_commit();
+    if (tid == 0u) {
+        for (uint32_t s = 0; s < (uint32_t)STAGES; ++s) {
+            kl__mbar_init(full + 8u * s, 128u); /* each producer thread, once its part has landed */
+            kl__mbar_init(empty + 8u * s, 8u);  /* one elected lane of each consumer warp */
+        }
+        kl__mbar_init(qbar, 128u);
+    }
+    __syncthreads();
 
+    if (wg == 2u) {
+        /* ---- producer: Q, then the key tiles through the ring, LAG stages in flight ---- */
+        kl__setmaxnreg_dec<40>();
+        const uint32_t pt = tid & 127u;
+        const size_t q_row = (size_t)num_q_heads * D; /* elements between tokens of q */
+        const bool vec = (((uintptr_t)q | (uintptr_t)kv) & 15u) == 0u; /* rows are D * 2 bytes apart */
+        const __nv_bfloat16 *kvb = kv + (size_t)b * seq_len * D;
+        load_tile(sbase + OFF_Q, q + ((size_t)b * seq_len + q0) * q_row + (size_t)hh * D, q_row,
+                  min((uint32_t)BM, seq_len - q0), vec, pt);
+        kl__mma_cp_commit();
+        for (uint32_t j = 0; j < ntiles; ++j) {
+            const uint32_t s = j % (uint32_t)STAGES, round = j / (uint32_t)STAGES;
+            if (round > 0u) kl__mbar_wait(empty + 8u * s, (round - 1u) & 1u);
+            const uint32_t kb = j * (uint32_t)BN;
+            load_tile(sbase + OFF_K + s * KBUF, kvb + (size_t)kb * D, (size_t)D, min((uint32_t)BN, seq_len - kb), vec,
+                      pt);
+            kl__mma_cp_commit();
+            if (j == 0u) {
+                kl__mma_cp_wait<1>(); /* Q (the group before tile 0) has landed */
+                kl__mbar_arrive(qbar);
+            }
+            if (j + 1u > (uint32_t)LAG) { /* j >= LAG, without a warning when LAG is 0 */
+                kl__mma_cp_wait<LAG>(); /* tile j - LAG has landed: release it */
+                kl__mbar_arrive(full + 8u * ((j - (uint32_t)LAG) % (uint32_t)STAGES));
+            }
+        }
+        kl__mma_cp_wait<0>();
+        for (uint32_t j = ntiles > (uint32_t)LAG ? ntiles - (uint32_t)LAG : 0u; j < ntiles; ++j)
+            kl__mbar_arrive(full + 8u * (j % (uint32_t)STAGES));
+        return;
+    }
+
+    /* ---- consumers: S split by keys, O by columns, between the two warpgroups ---- */
+    kl__setmaxnreg_inc<232>();
+    const uint32_t tw = tid & 127u;
+    const uint32_t w = tw >> 5, lane = tid & 31u, g = lane >> 2, tq = lane & 3u;
     const float scale_log2 = inv_sqrt_d * 1.4426950408889634f;
     const uint32_t r0 = w * 16u + g;  /* this thread's rows of the tile: r0 and r0 + 8 */
-    const uint32_t bar_id = 1u;       /* the two warpgroups' exchanges (0 is __syncthreads) */
+    const uint32_t bar_id = 1u;       /* the two consumer warpgroups' exchanges (0 is __syncthreads) */
 
     float o[NO];
 #pragma unroll
     for (int i = 0; i < NO; ++i) o[i] = 0.0f;
     float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
 
+    kl__mbar_wait(qbar, 0u);
     for (uint32_t j = 0; j < ntiles; ++j) {
-        const uint32_t kb = j * (uint32_t)BN;
-        const uint32_t kbuf = sbase + OFF_K + (j & 1u) * KBUF;
-        kl__mma_cp_wait<0>();         /* this thread's part of tile j (and Q) has landed */
-        kl__fence_proxy_async_shared();   /* ... and is visible to wgmma after the barrier */
-        __syncthreads();              /* everyone's; both warpgroups are done with tile j - 1 and P */
-        if (j + 1u < ntiles)
-            load_tile(sbase + OFF_K + ((j + 1u) & 1u) * KBUF, kvb + (size_t)(kb + BN) * D, (size_t)D,
-                      min((uint32_t)BN, seq_len - kb - (uint32_t)BN), vec, tid);
-        kl__mma_cp_commit();
+        const uint32_t kb = j * (uint32_t)BN, st = j % (uint32_t)STAGES;
+        const uint32_t kbuf = sbase + OFF_K + st * KBUF;
+        kl__mbar_wait(full + 8u * st, (j / (uint32_t)STAGES) & 1u); /* tile j has landed */
+        kl__fence_proxy_async_shared();                            /* ... visible to wgmma (and Q, the first time) */
 
         /* ---- S = Q K^T: this warpgroup's 32 keys of the tile ---- */
         float s[16];
@@ -204,9 +242,8 @@ mla_absorbed_attn_wgmma(KL_PARAMS_mla_absorbed_attn_wgmma) {
         kl__wgmma_fence();
         {
             /* Descriptors advance by adding (byte offset >> 4) to the start-address field (addresses
-             * stay under 2^18, so nothing carries out of it): two base descriptors and immediates,
-             * not 2 * KS descriptors held in registers (the first version spilled for those). Fully
-             * unrolled: a rolled loop made ptxas insert warpgroup.arrive between the products
+             * stay under 2^18, so nothing carries out of it): two base descriptors and immediates.
+             * Fully unrolled: a rolled loop made ptxas insert warpgroup.arrive between the products
              * (C7519). */
             const uint64_t qd = kl__wgmma_desc(sbase + OFF_Q, 16u, 1024u);
             const uint64_t kd = kl__wgmma_desc(kbuf + wg * 32u * 128u, 16u, 1024u);
@@ -301,6 +338,7 @@ mla_absorbed_attn_wgmma(KL_PARAMS_mla_absorbed_attn_wgmma) {
         kl__wgmma_commit();
         kl__wgmma_wait<0>();
         kl__wgmma_fence_operand(o);
+        if (kl__elect_one()) kl__mbar_arrive(empty + 8u * st); /* this warp is done with tile j */
     }
 
     /* ---- normalise: this half's row sums plus the other half's ---- */

@@ -76,6 +76,10 @@ TEST_P(MlaWgmmaEmulated, AttentionSeventeenBatch2Full) { attention(mod(), hdim()
 TEST_P(MlaWgmmaEmulated, Attention200Causal) { attention(mod(), hdim(), {1, 200, 1, true, 0}, 34); }
 TEST_P(MlaWgmmaEmulated, Attention200Full) { attention(mod(), hdim(), {1, 200, 1, false, 0}, 35); }
 TEST_P(MlaWgmmaEmulated, AttentionUnalignedBuffers) { attention(mod(), hdim(), {1, 70, 1, true, 1}, 36); }
+// 6 key tiles: the ring (4 stages at D 320, 2 at D 576) wraps, and the last
+// query tiles of the causal case wait on tiles loaded in the ring's second round.
+TEST_P(MlaWgmmaEmulated, Attention333RingWrapsCausal) { attention(mod(), hdim(), {1, 333, 1, true, 0}, 37); }
+TEST_P(MlaWgmmaEmulated, Attention333RingWrapsFull) { attention(mod(), hdim(), {1, 333, 1, false, 1}, 38); }
 
 struct Gemm {
     uint32_t m, g, k_g, n_g, a_pad, c_pad;  // strides g*k_g + a_pad, g*n_g + c_pad

@@ -32,7 +32,7 @@ struct Harness {
         const std::string text = "klaunch-module 1\nfamily mla_prefill\nvariant " +
                                  std::string(hdim == 576 ? "deepseek_v4_flash" : "mistral_small_4") + "\nspec_hash x\n" +
                                  arch_line + "const MLA_HDIM " + std::to_string(hdim) + "\nconst MLA_V_HAS_ROPE " +
-                                 (hdim == 576 ? "1" : "0") + "\n";
+                                 (hdim == 576 ? "1" : "0") + "\nconst MLA_WGMMA_STAGES " + (hdim == 576 ? "2" : "4") + "\n";
         status = kl_module_load(&rb.base, text.data(), text.size(), &mod);
     }
     ~Harness() { kl_module_unload(&mod); }
@@ -55,7 +55,7 @@ TEST(WgmmaLaunch, DescriptorsNeedSm90aAndOptInToTheirSharedMemory) {
     EXPECT_STREQ("sm_90a", kl_mla_absorbed_attention_wgmma_desc.arch);
     EXPECT_STREQ("sm_90a", kl_grouped_gemm_wgmma_desc.arch);
     EXPECT_EQ(nullptr, kl_mla_absorbed_attention_mma_desc.arch) << "the mma.sync path runs on every target";
-    EXPECT_EQ(384u * 576u + 10240u, kl_mla_absorbed_attention_wgmma_desc.max_dynamic_shared);
+    EXPECT_EQ(128u * 576u * 3u + 10368u, kl_mla_absorbed_attention_wgmma_desc.max_dynamic_shared);
     EXPECT_EQ(201792u, kl_grouped_gemm_wgmma_desc.max_dynamic_shared);
     EXPECT_STREQ("mla_absorbed_attn_wgmma", kl_mla_absorbed_attention_wgmma_desc.entry);
     EXPECT_STREQ("grouped_gemm_wgmma", kl_grouped_gemm_wgmma_desc.entry);
@@ -78,8 +78,9 @@ TEST(WgmmaLaunch, AttentionGeometryAndArguments) {
         EXPECT_EQ(4u, r.grid[0]);  // ceil(200 / 64) query tiles
         EXPECT_EQ(16u, r.grid[1]); // heads
         EXPECT_EQ(3u, r.grid[2]);  // batch
-        EXPECT_EQ(256u, r.block[0]);
-        EXPECT_EQ(384u * hdim + 10240u, r.shared_bytes);
+        EXPECT_EQ(384u, r.block[0]); // two consumer warpgroups and a producer
+        // Q and the key-tile ring (4 stages of 64 rows at D 320, 2 at 576), P, row statistics, mbarriers, alignment
+        EXPECT_EQ(128u * hdim * (hdim == 576 ? 3u : 5u) + 10368u, r.shared_bytes);
         EXPECT_EQ(stream, r.stream);
         // (q, kv, output, seq_len, num_q_heads, head_dim, kv_lora, inv_sqrt_d, causal); batch is launch-only.
         ASSERT_EQ(48u, r.arg_bytes);
