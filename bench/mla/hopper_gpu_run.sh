@@ -11,7 +11,7 @@
 set -uo pipefail
 dir=$1
 shift
-out=$dir/results  # bundled into $OUT/hopper_results.tgz at the end ($OUT takes 8 files at most)
+out=$PWD/$dir/results  # bundled into $OUT/hopper_results.tgz at the end ($OUT takes 8 files at most)
 mkdir -p "$out"
 cd "$dir"
 steps=("$@")

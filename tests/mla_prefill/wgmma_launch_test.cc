@@ -9,9 +9,8 @@
 //     dynamic shared memory (Q, two key tiles, P, row statistics, 1 KiB to
 //     align the swizzle slabs): 231424 for 576, 133120 for 320; the
 //     descriptor opts in to the larger;
-//   kl_grouped_gemm_wgmma: grid (ceil(n_g / 128), ceil(m / 512), g), block
-//     384, 201792 bytes (a 4-stage ring of 128 x 64 A and B tiles, 4 staging
-//     tiles of 64 x 136 bf16, 8 mbarriers, 1 KiB alignment).
+//   kl_grouped_gemm_wgmma: grid (ceil(n_g / 128), ceil(m / 128), g), block
+//     256, 99328 bytes (3 stages of 128 x 64 A and B tiles + 1 KiB).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -56,7 +55,7 @@ TEST(WgmmaLaunch, DescriptorsNeedSm90aAndOptInToTheirSharedMemory) {
     EXPECT_STREQ("sm_90a", kl_grouped_gemm_wgmma_desc.arch);
     EXPECT_EQ(nullptr, kl_mla_absorbed_attention_mma_desc.arch) << "the mma.sync path runs on every target";
     EXPECT_EQ(128u * 576u * 3u + 10368u, kl_mla_absorbed_attention_wgmma_desc.max_dynamic_shared);
-    EXPECT_EQ(201792u, kl_grouped_gemm_wgmma_desc.max_dynamic_shared);
+    EXPECT_EQ(99328u, kl_grouped_gemm_wgmma_desc.max_dynamic_shared);
     EXPECT_STREQ("mla_absorbed_attn_wgmma", kl_mla_absorbed_attention_wgmma_desc.entry);
     EXPECT_STREQ("grouped_gemm_wgmma", kl_grouped_gemm_wgmma_desc.entry);
 }
@@ -107,10 +106,10 @@ TEST(WgmmaLaunch, GemmGeometryAndArguments) {
     ASSERT_EQ(1u, h.rb.count);
     const kl_record &r = h.recs[0];
     EXPECT_EQ(5u, r.grid[0]);   // ceil(520 / 128)
-    EXPECT_EQ(8u, r.grid[1]);   // 4096 / 512: 4 m tiles a block
+    EXPECT_EQ(32u, r.grid[1]);  // 4096 / 128
     EXPECT_EQ(128u, r.grid[2]); // groups
-    EXPECT_EQ(384u, r.block[0]);
-    EXPECT_EQ(201792u, r.shared_bytes);
+    EXPECT_EQ(256u, r.block[0]);
+    EXPECT_EQ(99328u, r.shared_bytes);
     ASSERT_EQ(48u, r.arg_bytes);
     EXPECT_EQ(4096u, arg_at<uint32_t>(r, 24));
     EXPECT_EQ(128u * 520u, arg_at<uint32_t>(r, 44));
