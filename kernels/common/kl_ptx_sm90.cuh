@@ -4,8 +4,8 @@
  * tested there against the PTX ISA (tests/emu/sm90_wgmma_test.cc).
  *
  * wgmma.mma_async bf16 x bf16 -> fp32, both operands from shared memory
- * (descriptors), in the shapes the kernels use: m64n32k16, m64n128k16 and
- * m64n256k16, B K-major (imm-trans-b 0) or N-major (1). Compiled by nvcc
+ * (descriptors), in the shapes the kernels use: m64n32k16, m64n64k16, m64n128k16
+ * and m64n256k16, B K-major (imm-trans-b 0) or N-major (1). Compiled by nvcc
  * only for the sm_90a target (`#if defined(__CUDA_ARCH_FEAT_SM90_ALL)`
  * around their use; launchers with `arch: sm_90a`).
  *
@@ -89,6 +89,21 @@ __device__ __forceinline__ void kl__wgmma_bf16_ss<32, 0>(float (&d)[16], uint64_
         "%12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+template <>
+__device__ __forceinline__ void kl__wgmma_bf16_ss<64, 0>(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
+                                                         uint32_t accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, "
+        "%12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "%32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
         : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 

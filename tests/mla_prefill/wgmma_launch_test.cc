@@ -31,7 +31,7 @@ struct Harness {
         const std::string text = "klaunch-module 1\nfamily mla_prefill\nvariant " +
                                  std::string(hdim == 576 ? "deepseek_v4_flash" : "mistral_small_4") + "\nspec_hash x\n" +
                                  arch_line + "const MLA_HDIM " + std::to_string(hdim) + "\nconst MLA_V_HAS_ROPE " +
-                                 (hdim == 576 ? "1" : "0") + "\nconst MLA_WGMMA_STAGES " + (hdim == 576 ? "2" : "4") + "\n";
+                                 (hdim == 576 ? "1" : "0") + "\nconst MLA_WGMMA_QTILES " + (hdim == 576 ? "1" : "2") + "\nconst MLA_WGMMA_STAGES " + (hdim == 576 ? "2" : "3") + "\n";
         status = kl_module_load(&rb.base, text.data(), text.size(), &mod);
     }
     ~Harness() { kl_module_unload(&mod); }
@@ -54,7 +54,7 @@ TEST(WgmmaLaunch, DescriptorsNeedSm90aAndOptInToTheirSharedMemory) {
     EXPECT_STREQ("sm_90a", kl_mla_absorbed_attention_wgmma_desc.arch);
     EXPECT_STREQ("sm_90a", kl_grouped_gemm_wgmma_desc.arch);
     EXPECT_EQ(nullptr, kl_mla_absorbed_attention_mma_desc.arch) << "the mma.sync path runs on every target";
-    EXPECT_EQ(128u * 576u * 3u + 10368u, kl_mla_absorbed_attention_wgmma_desc.max_dynamic_shared);
+    EXPECT_EQ(128u * 576u * 3u + 8192u + 1024u + 1152u, kl_mla_absorbed_attention_wgmma_desc.max_dynamic_shared);
     EXPECT_EQ(99328u, kl_grouped_gemm_wgmma_desc.max_dynamic_shared);
     EXPECT_STREQ("mla_absorbed_attn_wgmma", kl_mla_absorbed_attention_wgmma_desc.entry);
     EXPECT_STREQ("grouped_gemm_wgmma", kl_grouped_gemm_wgmma_desc.entry);
@@ -74,12 +74,12 @@ TEST(WgmmaLaunch, AttentionGeometryAndArguments) {
         ASSERT_EQ(1u, h.rb.count);
         const kl_record &r = h.recs[0];
         EXPECT_STREQ("mla_absorbed_attn_wgmma", r.entry);
-        EXPECT_EQ(4u, r.grid[0]);  // ceil(200 / 64) query tiles
+        EXPECT_EQ(hdim == 576 ? 4u : 2u, r.grid[0]); // ceil(200 / 64) query tiles; ceil(200 / 128) blocks of 2 at D 320
         EXPECT_EQ(16u, r.grid[1]); // heads
         EXPECT_EQ(3u, r.grid[2]);  // batch
         EXPECT_EQ(384u, r.block[0]); // two consumer warpgroups and a producer
-        // Q and the key-tile ring (4 stages of 64 rows at D 320, 2 at 576), P, row statistics, mbarriers, alignment
-        EXPECT_EQ(128u * hdim * (hdim == 576 ? 3u : 5u) + 10368u, r.shared_bytes);
+        // D 576: Q 64 rows, 2 key tiles, P, row statistics; D 320: Q 128 rows, 3 key tiles, 2 P slabs; mbarriers, alignment
+        EXPECT_EQ(hdim == 576 ? 128u * 576u * 3u + 8192u + 1024u + 1152u : 128u * 320u * 5u + 16384u + 1152u, r.shared_bytes);
         EXPECT_EQ(stream, r.stream);
         // (q, kv, output, seq_len, num_q_heads, head_dim, kv_lora, inv_sqrt_d, causal); batch is launch-only.
         ASSERT_EQ(48u, r.arg_bytes);
