@@ -90,6 +90,50 @@ def character_name(ch):
     return "U+%04X%s" % (o, " (%s)" % name if name else "")
 
 
+_BREAKS = "\r\n\x85\u2028\u2029"
+
+
+def _before_blanks(text, index):
+    """The index just past the last token before `index`: back over blanks,
+    line breaks and the comments that end the lines crossed (libyaml marks an
+    empty value at the next token, which may sit lines further on)."""
+    while True:
+        while index > 0 and text[index - 1] in " \t":
+            index -= 1
+        if index == 0 or text[index - 1] not in _BREAKS:
+            return index
+        index -= 1
+        if text[index] == "\n" and index > 0 and text[index - 1] == "\r":
+            index -= 1
+        line_start = index
+        while line_start > 0 and text[line_start - 1] not in _BREAKS:
+            line_start -= 1
+        index = line_start + _comment_free_length(text[line_start:index])
+
+
+def _comment_free_length(line):
+    """Length of `line` without a trailing comment ('#' after a blank or at
+    the start, outside quotes)."""
+    quote = None
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if quote:
+            if c == quote:
+                if quote == "'" and line[i + 1:i + 2] == "'":
+                    i += 1
+                else:
+                    quote = None
+            elif c == "\\" and quote == '"':
+                i += 1
+        elif c in "'\"" and (i == 0 or line[i - 1] in " \t[{,:"):
+            quote = c
+        elif c == "#" and (i == 0 or line[i - 1] in " \t"):
+            return i
+        i += 1
+    return len(line)
+
+
 class Source:
     """A spec file's text and the display path used in every message."""
 
@@ -201,8 +245,7 @@ class Source:
                     if not value and start == end:
                         # An empty value: libyaml marks it at the next token,
                         # PyYAML right after the ':'; both now read the latter.
-                        while start > 0 and text[start - 1] in " \t":
-                            start -= 1
+                        start = _before_blanks(text, start)
                         end = start
                 else:
                     end = start

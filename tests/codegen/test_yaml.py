@@ -106,6 +106,34 @@ class PositionsTest(unittest.TestCase):
                 walk(tree)
                 self.assertEqual(empties, [pos], (text, parser))
 
+    def test_an_empty_value_before_a_line_break_or_comment_is_positioned_alike_by_both_parsers(self):
+        # fuzz_test found it (seed 15, with tests/bazel_rules' rms_norm spec
+        # among the seeds): '{x: ' then a line break before the '}' was
+        # marked on the next line by libyaml and after the ':' by PyYAML.
+        for text, pos in (("a: {x: \n}\n", (1, 7)), ("a: {x: # c\n  }\n", (1, 7)),
+                          ("a: {x:\r\n}\r\n", (1, 7)),
+                          ("a: {x: '#'\n, y: \n # c \n}\n", (2, 5))):
+            for parser in ("c", "python"):
+                tree, _ = compose(text, parser)
+                empties = []
+
+                def walk(n):
+                    if n is None or n[0] == "alias":
+                        return
+                    if n[0] == "scalar":
+                        if n[2] == "" and n[1].endswith(":null"):
+                            empties.append(n[3])
+                    elif n[0] == "seq":
+                        for c in n[3]:
+                            walk(c)
+                    else:
+                        for k, v in n[3]:
+                            walk(k)
+                            walk(v)
+
+                walk(tree)
+                self.assertEqual(empties, [pos], (text, parser))
+
     def test_a_byte_order_mark_is_not_a_column(self):
         self.assertEqual(self.pos_of("\ufeffa: here", "here"), (1, 4))
 
