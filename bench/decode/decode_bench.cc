@@ -17,7 +17,7 @@
 // Measured (head dim 128, block size 16, 32 query / 8 KV heads, variant
 // gqa4_d128):
 //   copy          cuMemcpyDtoD of 512 MiB; bytes = read + write
-//   gqa_bf16      32 sequences x 4096 (256 MiB of KV): the seed grid
+//   gqa_bf16      32 sequences x 4096 (512 MiB of K+V): the seed grid
 //                 (paged_decode_attn_bf16_gqa), split-KV at 1, 2, 4, 8, 16
 //                 splits (partial + combine), and "dispatch": what a caller
 //                 following klaunch/paged_decode_split.h runs (the rule's
@@ -49,6 +49,17 @@
 //                 target >= 0.8 of copy). Their split paths combine with
 //                 paged_decode_split_combine_pdl on a stream of their own
 //                 where the device has PDL (sm_90+), else the plain combine.
+//   *_persist     the persistent launchers (paged_decode_persist_*_gqa_mma,
+//                 one launch, no combine) on the _mma rows' problems
+//                 (gqa_bf16_mma, gqa_fp8_mma, long_seq_mma, and
+//                 long_seq_fp8_mma: 1 x 32768 over fp8), at num_ctas = SMs/2,
+//                 SMs-4, SMs, 2*SMs and the rule's
+//                 (kl_paged_decode_persist_ctas), each beside the _mma
+//                 dispatch time of the same problem; targets: bf16 32 x 4096
+//                 >= 0.9 of copy and >= 1.0x SDPA, fp8 >= 1.6x bf16
+//                 tokens/s, 1 x 32768 >= 0.8 of copy. Its output is checked
+//                 against the _mma seed kernel's and its counters are
+//                 checked to be zero after the timed launches (else exit 1).
 // Correctness guard: the split path's output is compared with the seed
 // kernel's on the same inputs (relative difference < 1e-2), and the _mma
 // seed-grid output with the scalar one, else exit 1.
@@ -160,6 +171,7 @@ struct Shape {
 };
 
 constexpr uint32_t kNq = 32, kNkv = 8, kHd = 128, kBs = 16;
+constexpr uint32_t kPersistMaxCtas = 1024;  // the most blocks a persistent row launches
 constexpr float kInvSqrtD = 0.08838834764831845f;
 
 // One cache set: K, V, a shuffled block table; q and seq_lens are shared.
@@ -174,6 +186,10 @@ struct Problem {
     std::vector<CacheSet> sets;
     Buf q, lens, out, ws;
     uint64_t ws_bytes = 0;
+    // The persistent launchers' workspace (kPersistMaxCtas blocks) and
+    // counters (zeroed once, as the contract asks).
+    Buf pws, pcnt;
+    uint64_t pws_bytes = 0, pcnt_words = 0;
 
     uint64_t kv_bytes_read() const {
         const uint64_t attended = shape.window ? std::min(shape.window, shape.seq_len) : shape.seq_len;
@@ -211,6 +227,11 @@ Problem make_problem(const Shape &s, uint32_t max_splits) {
     p.out = Buf(size_t{s.num_seqs} * kNq * kHd * 2);
     p.ws_bytes = kl_paged_decode_split_workspace_bytes(s.num_seqs, kNq, kHd, max_splits);
     p.ws = Buf(p.ws_bytes);
+    p.pws_bytes = kl_paged_decode_persist_workspace_bytes(kNq / kNkv, kHd, kPersistMaxCtas);
+    p.pws = Buf(p.pws_bytes);
+    p.pcnt_words = kl_paged_decode_persist_counter_words(s.num_seqs, kNkv);
+    p.pcnt = Buf(p.pcnt_words * 4);
+    ok(kl_cuda_memset_d8(&g_cuda, p.pcnt.p, 0, p.pcnt.bytes), "zeroing the persistent counters");
     ok(kl_cuda_synchronize(&g_cuda), "filling the caches");
     return p;
 }
@@ -220,6 +241,7 @@ Problem make_problem(const Shape &s, uint32_t max_splits) {
 struct Kernels {
     kl_kernel attn_bf16, attn_fp8, split_bf16, split_fp8, combine, combine_pdl;
     kl_kernel attn_bf16_mma, attn_fp8_mma, split_bf16_mma, split_fp8_mma;
+    kl_kernel persist_bf16, persist_fp8;
 } g_k;
 
 // Which launchers a row measures: the scalar GQA kernels or the tensor-core ones.
@@ -327,6 +349,28 @@ void launch_pair(const Problem &p, int run, uint32_t splits, bool pdl, kl_stream
            "kl_paged_decode_split_combine");
 }
 
+// The persistent launcher (paged_decode_persist_*_gqa_mma) at `ctas` blocks.
+void launch_persist(const Problem &p, int run, uint32_t ctas) {
+    const CacheSet &c = p.sets[run % p.sets.size()];
+    const Shape &s = p.shape;
+    if (ctas > kPersistMaxCtas) die("a persistent row asks for more blocks than its workspace holds");
+    if (!s.fp8)
+        ok(kl_paged_decode_persist_bf16_gqa_mma(&g_k.persist_bf16, p.q.as<kl_bf16>(), c.k.as<kl_bf16>(),
+                                                c.v.as<kl_bf16>(), p.out.as<kl_bf16>(), c.tables.as<int32_t>(),
+                                                p.lens.as<int32_t>(), p.blocks_per_seq, s.num_seqs, kNq, kNkv, kHd,
+                                                kBs, kInvSqrtD, kNq * kHd, s.window, p.pws.as<float>(),
+                                                p.pcnt.as<uint32_t>(), ctas, p.pws_bytes, p.pcnt_words, g_mma_stream),
+           "kl_paged_decode_persist_bf16_gqa_mma");
+    else
+        ok(kl_paged_decode_persist_fp8_gqa_mma(&g_k.persist_fp8, p.q.as<kl_bf16>(), c.k.as<kl_fp8_e4m3>(),
+                                               c.v.as<kl_fp8_e4m3>(), p.out.as<kl_bf16>(), c.tables.as<int32_t>(),
+                                               p.lens.as<int32_t>(), p.blocks_per_seq, s.num_seqs, kNq, kNkv, kHd, kBs,
+                                               kInvSqrtD, 0.05f, 0.05f, kNq * kHd, p.block_elems, s.window,
+                                               p.pws.as<float>(), p.pcnt.as<uint32_t>(), ctas, p.pws_bytes,
+                                               p.pcnt_words, g_mma_stream),
+           "kl_paged_decode_persist_fp8_gqa_mma");
+}
+
 uint32_t rule(const Problem &p) {
     return kl_paged_decode_num_splits(p.shape.num_seqs, kNkv, p.shape.seq_len, p.shape.window, kBs, sm_count());
 }
@@ -381,6 +425,35 @@ void check_mma_matches_scalar(const Problem &p, const char *name) {
                 nonfinite);
     if (nonfinite != 0 || !(rel < 1e-2) || r2 == 0)
         die(std::string("the _mma kernel's output differs from the scalar one's (") + name + ")");
+}
+
+// The persistent launcher at `ctas` blocks gives the _mma seed-grid kernel's
+// output (set 0), and leaves its counters zero.
+void check_persist_matches_seed(const Problem &p, uint32_t ctas, const char *name) {
+    launch_seed(p, 0, Impl::kMma);
+    ok(kl_cuda_synchronize(&g_cuda), "the _mma seed-grid kernel");
+    const std::vector<float> a = download_out(p);
+    ok(kl_cuda_memset_d8(&g_cuda, p.out.p, 0xFF, p.out.bytes), "poisoning the output");
+    ok(kl_cuda_memset_d8(&g_cuda, p.pws.p, 0xFF, p.pws.bytes), "poisoning the persistent workspace");
+    launch_persist(p, 0, ctas);
+    ok(kl_cuda_synchronize(&g_cuda), "the persistent kernel");
+    const std::vector<float> b = download_out(p);
+    size_t nonfinite = 0;
+    double r2 = 0;
+    const double rel = rel_diff(a, b, &nonfinite, &r2);
+    std::printf("  check %s: persistent at %u blocks vs the _mma seed kernel: ||diff|| / ||seed|| = %.2e, %zu "
+                "non-finite\n",
+                name, ctas, rel, nonfinite);
+    if (nonfinite != 0 || !(rel < 1e-2) || r2 == 0)
+        die(std::string("the persistent kernel's output differs from the seed kernel's (") + name + ")");
+}
+
+// The persistent counters are all zero (after every completed launch).
+void check_persist_counters(const Problem &p, const char *name) {
+    std::vector<uint32_t> cnt(p.pcnt_words);
+    ok(kl_cuda_memcpy_dtoh(&g_cuda, cnt.data(), p.pcnt.p, cnt.size() * 4), "download of the counters");
+    for (uint32_t v : cnt)
+        if (v != 0) die(std::string("a persistent counter is not zero after the timed launches (") + name + ")");
 }
 
 // The split path at `splits` gives the seed kernel's output (set 0).
@@ -460,6 +533,8 @@ int main(int argc, char **argv) {
     ok(kl_paged_decode_attn_fp8_gqa_mma_get(&g_k.attn_fp8_mma, &mod), "kl_paged_decode_attn_fp8_gqa_mma_get");
     ok(kl_paged_decode_split_bf16_gqa_mma_get(&g_k.split_bf16_mma, &mod), "kl_paged_decode_split_bf16_gqa_mma_get");
     ok(kl_paged_decode_split_fp8_gqa_mma_get(&g_k.split_fp8_mma, &mod), "kl_paged_decode_split_fp8_gqa_mma_get");
+    ok(kl_paged_decode_persist_bf16_gqa_mma_get(&g_k.persist_bf16, &mod), "kl_paged_decode_persist_bf16_gqa_mma_get");
+    ok(kl_paged_decode_persist_fp8_gqa_mma_get(&g_k.persist_fp8, &mod), "kl_paged_decode_persist_fp8_gqa_mma_get");
     g_have_pdl = kl_paged_decode_split_combine_pdl_get(&g_k.combine_pdl, &mod) == KL_SUCCESS;
     if (g_have_pdl) cu(g_stream_create(&g_mma_stream, 0), "cuStreamCreate");
     json_num("mma_split_combine_pdl", g_have_pdl ? 1 : 0);
@@ -515,23 +590,68 @@ int main(int argc, char **argv) {
         if (dispatch_us_out) *dispatch_us_out = dus;
         return r;
     };
-    // The scalar rows of a shape, then (mma) the _mma rows on the same problem.
+    // The persistent rows of a shape (issue 10's long-sequence schedule):
+    // the grid swept over half the SMs, 4 fewer, the SMs and twice them
+    // (a second wave), and the rule's pick (kl_paged_decode_persist_ctas),
+    // beside the _mma dispatch time `old_us` measured on the same problem.
+    // Keys <key>_persist<N>_us, <key>_persist_rule_*, <key>_persist_best_*.
+    auto bench_persist = [&](const std::string &k, const Problem &p, double old_us, double *rule_us_out) {
+        const Shape &s = p.shape;
+        const uint32_t r = kl_paged_decode_persist_ctas(s.num_seqs, kNkv, s.seq_len, s.window, sms);
+        std::vector<uint32_t> list = {sms / 2, sms - 4, sms, 2 * sms};
+        if (std::find(list.begin(), list.end(), r) == list.end()) list.push_back(r);
+        check_persist_matches_seed(p, r, k.c_str());
+        uint32_t best_n = 0;
+        double best_us = 0, rule_us = 0;
+        for (uint32_t n : list) {
+            const double us = median_us([&](int run) { launch_persist(p, run, n); }, g_mma_stream);
+            const double frac = gbps(p.kv_bytes_read(), us) / copy_gbps;
+            std::printf("  persistent %4u blocks %8.1f us  %7.1f GB/s  %.3f of copy  %.3fx the _mma dispatch%s\n", n,
+                        us, gbps(p.kv_bytes_read(), us), frac, old_us / us, n == r ? "  (the rule's count)" : "");
+            json_num(k + "_persist" + std::to_string(n) + "_us", us);
+            json_num(k + "_persist" + std::to_string(n) + "_fraction_of_copy", frac);
+            if (best_n == 0 || us < best_us) best_n = n, best_us = us;
+            if (n == r) rule_us = us;
+        }
+        check_persist_counters(p, k.c_str());
+        std::printf("  persistent: rule %u blocks %.3f of copy, best %u blocks %.3f (the rule %.3f of the best); "
+                    "over the _mma dispatch %.3fx\n",
+                    r, gbps(p.kv_bytes_read(), rule_us) / copy_gbps, best_n,
+                    gbps(p.kv_bytes_read(), best_us) / copy_gbps, best_us / rule_us, old_us / rule_us);
+        json_num(k + "_persist_rule_ctas", r);
+        json_num(k + "_persist_rule_us", rule_us);
+        json_num(k + "_persist_rule_fraction_of_copy", gbps(p.kv_bytes_read(), rule_us) / copy_gbps);
+        json_num(k + "_persist_best_ctas", best_n);
+        json_num(k + "_persist_best_us", best_us);
+        json_num(k + "_persist_best_fraction_of_copy", gbps(p.kv_bytes_read(), best_us) / copy_gbps);
+        json_num(k + "_persist_rule_over_best", best_us / rule_us);
+        json_num(k + "_persist_speedup_over_mma_dispatch", old_us / rule_us);
+        if (rule_us_out) *rule_us_out = rule_us;
+    };
+    // The scalar rows of a shape, then (mma) the _mma rows on the same
+    // problem, then (persist) the persistent rows.
     auto bench_shape = [&](const char *key, const Shape &s, const std::vector<uint32_t> &splits_list,
-                           double *dispatch_us_out, bool mma = false, double *mma_us_out = nullptr) {
+                           double *dispatch_us_out, bool mma = false, double *mma_us_out = nullptr,
+                           bool persist = false, double *persist_us_out = nullptr) {
         uint32_t max_splits = 1;
         for (uint32_t x : splits_list) max_splits = std::max(max_splits, x);
         Problem p = make_problem(s, std::max(max_splits, KL_PAGED_DECODE_MAX_SPLITS));
         const uint32_t r = bench_impl(key, p, Impl::kScalar, splits_list, dispatch_us_out);
         if (mma) {
+            double mus = 0;
             check_mma_matches_scalar(p, key);
-            bench_impl(std::string(key) + "_mma", p, Impl::kMma, splits_list, mma_us_out);
+            bench_impl(std::string(key) + "_mma", p, Impl::kMma, splits_list, &mus);
+            if (mma_us_out) *mma_us_out = mus;
+            if (persist) bench_persist(std::string(key) + "_mma", p, mus, persist_us_out);
         }
         return r;
     };
 
-    double bf16_us = 0, fp8_us = 0, bf16_mma_us = 0, fp8_mma_us = 0;
-    bench_shape("gqa_bf16", Shape{32, 4096, 0, false}, sweep, &bf16_us, true, &bf16_mma_us);
-    bench_shape("gqa_fp8", Shape{32, 4096, 0, true}, sweep, &fp8_us, true, &fp8_mma_us);
+    double bf16_us = 0, fp8_us = 0, bf16_mma_us = 0, fp8_mma_us = 0, bf16_per_us = 0, fp8_per_us = 0;
+    bench_shape("gqa_bf16", Shape{32, 4096, 0, false}, sweep, &bf16_us, true, &bf16_mma_us, true, &bf16_per_us);
+    bench_shape("gqa_fp8", Shape{32, 4096, 0, true}, sweep, &fp8_us, true, &fp8_mma_us, true, &fp8_per_us);
+    std::printf("persistent fp8 / bf16 tokens/s (rule's grid): %.3f (target >= 1.6)\n", bf16_per_us / fp8_per_us);
+    json_num("persist_fp8_over_bf16_tokens_per_s", bf16_per_us / fp8_per_us);
     std::printf("fp8 / bf16 tokens/s (dispatch): %.3f scalar, %.3f _mma (target >= 1.6); _mma fp8 over scalar bf16 "
                 "%.3f; _mma bf16 over scalar bf16 %.3f\n",
                 bf16_us / fp8_us, bf16_mma_us / fp8_mma_us, bf16_us / fp8_mma_us, bf16_us / bf16_mma_us);
@@ -551,7 +671,7 @@ int main(int argc, char **argv) {
         const uint32_t r = kl_paged_decode_num_splits(1, kNkv, 32768, 0, kBs, sms);
         if (std::find(counts.begin(), counts.end(), r) == counts.end()) counts.push_back(r);
         double dus = 0, mma_dus = 0;
-        bench_shape("long_seq", Shape{1, 32768, 0, false}, counts, &dus, true, &mma_dus);
+        bench_shape("long_seq", Shape{1, 32768, 0, false}, counts, &dus, true, &mma_dus, true);
         // bench_impl recorded each count's fraction of copy; the best of the
         // sweep beside the rule's choice.
         for (const std::string key : {"long_seq", "long_seq_mma"}) {
@@ -572,6 +692,14 @@ int main(int argc, char **argv) {
             json_num(key + "_sweep_rule_splits", r);
             json_num(key + "_sweep_rule_fraction_of_copy", at_rule);
         }
+    }
+
+    {
+        // The fp8 cache at 1 x 32768 (64 MiB): the old schedule at the rule's
+        // count and at 12, then the persistent rows.
+        const uint32_t r = kl_paged_decode_num_splits(1, kNkv, 32768, 0, kBs, sms);
+        double dus = 0;
+        bench_shape("long_seq_fp8", Shape{1, 32768, 0, true}, {12, r}, &dus, true, nullptr, true);
     }
 
     std::vector<double> window_us;

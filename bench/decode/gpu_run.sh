@@ -12,8 +12,8 @@
 #      tokens/s at 32 x 4096, the 1 x 32768 split sweep, the rule's pick);
 #   3. compute-sanitizer memcheck and racecheck on the changed kernels at
 #      small shapes (gtest filters of the tests above);
-#   4. ncu --clock-control none on the _mma kernels at 32 x 4096, if time
-#      is left.
+#   4. ncu --clock-control none on the persistent _mma kernels at 32 x
+#      4096 (the first launch: the 132-block grid), if time is left.
 # Each part's output goes to $OUT/decode/<part>.txt; $OUT/decode.tgz
 # bundles them. Missed targets are reported, not failed.
 set -uo pipefail
@@ -37,9 +37,9 @@ part() { # part NAME SECONDS COMMAND...
 
 nvidia-smi >"$dir/nvidia-smi.txt" 2>&1
 head -n 15 "$dir/nvidia-smi.txt" >>"$summary"
-part test_paged_decode 90 "$here/paged_decode_test"
+part test_paged_decode 130 "$here/paged_decode_test"
 part test_paged_decode_split 110 "$here/paged_decode_split_test"
-part bench 150 bash -c "'$here/decode_bench' --json '$dir/decode_bench.json' &&
+part bench 200 bash -c "'$here/decode_bench' --json '$dir/decode_bench.json' &&
   python3 '$here/torch_sdpa.py' --json '$dir/torch_sdpa.json' > '$dir/torch_sdpa_out.txt' 2>&1;
   python3 '$here/table.py' '$dir/decode_bench.json' --torch '$dir/torch_sdpa.json'"
 # Small shapes on both paths of every _mma kernel: off-alignment (general
@@ -51,7 +51,7 @@ part memcheck_split 45 "$cs" --tool memcheck --error-exitcode 9 "$here/paged_dec
 part racecheck 45 "$cs" --tool racecheck --error-exitcode 9 "$here/paged_decode_test" --gtest_filter="$small"
 ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 for k in bf16 fp8; do
-  part "ncu_$k" 50 "$ncu" --clock-control none -k "paged_decode_attn_${k}_gqa_mma" -c 1 --section SpeedOfLight \
+  part "ncu_$k" 50 "$ncu" --clock-control none -k "paged_decode_persist_${k}_gqa_mma" -c 1 --section SpeedOfLight \
     --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis --section LaunchStats \
     "$here/decode_bench" --runs 3 --only-gqa
 done

@@ -73,6 +73,22 @@ def main():
                        if k.startswith("long_seq_mma_sweep_split") and k.endswith("_fraction_of_copy"))
         rows.append(("_mma 1 x 32768 sweep: fraction of copy by split count (rule: %d)"
                      % b["long_seq_mma_sweep_rule_splits"], ", ".join("%d: %.3f" % kv for kv in sweep), "(report)", ""))
+    # The persistent launchers (issue 10's long-sequence schedule), rule's grid.
+    for key, label, target in (("gqa_bf16_mma", "bf16 32 x 4096", 0.9), ("gqa_fp8_mma", "fp8 32 x 4096", None),
+                               ("long_seq_mma", "bf16 1 x 32768", 0.8), ("long_seq_fp8_mma", "fp8 1 x 32768", None)):
+        if key + "_persist_rule_us" not in b:
+            continue
+        row("persistent %s (%d blocks), fraction of copy" % (label, b[key + "_persist_rule_ctas"]),
+            b[key + "_persist_rule_fraction_of_copy"], "{:.3f}", target)
+        row("persistent %s: best grid (%d blocks), fraction of copy" % (label, b[key + "_persist_best_ctas"]),
+            b[key + "_persist_best_fraction_of_copy"], "{:.3f}")
+        row("persistent %s: the rule's grid over the best (within 5%%)" % label, b[key + "_persist_rule_over_best"],
+            "{:.3f}", 0.95)
+        row("persistent %s: speed-up over the _mma dispatch (same run)" % label,
+            b[key + "_persist_speedup_over_mma_dispatch"], "{:.3f}")
+    if "persist_fp8_over_bf16_tokens_per_s" in b:
+        row("persistent fp8 32 x 4096: tokens/s over persistent bf16", b["persist_fp8_over_bf16_tokens_per_s"],
+            "{:.3f}", 1.6)
     for n in (8192, 16384, 32768):
         row("window 4096 over %d: time (us)" % n, b["window4096_len%d_dispatch_us" % n], "{:.1f}")
     row("window 4096: max / min time over 8192..32768 (flat)", b["window_max_over_min"], "{:.3f}", 1.1,
@@ -97,6 +113,11 @@ def main():
             if "gqa_bf16_mma_dispatch_us" in b:
                 kl = b["gqa_bf16_mma_kv_bytes"] / (b["gqa_bf16_mma_dispatch_us"] * 1e3)
                 row("_mma dispatch over torch SDPA (K+V bytes/s)", kl / t["best_kv_gbps"], "{:.3f}", 1.0)
+            if "gqa_bf16_mma_persist_rule_us" in b:
+                kl = b["gqa_bf16_mma_kv_bytes"] / (b["gqa_bf16_mma_persist_rule_us"] * 1e3)
+                row("persistent bf16 over torch SDPA (K+V bytes/s)", kl / t["best_kv_gbps"], "{:.3f}", 1.0)
+                kl = b["gqa_bf16_mma_kv_bytes"] / (b["gqa_bf16_mma_persist_best_us"] * 1e3)
+                row("persistent bf16, best grid, over torch SDPA", kl / t["best_kv_gbps"], "{:.3f}", 1.0)
         else:
             rows.append(("torch SDPA", "n/a", "", t.get("error", "failed")))
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch SDPA decode over a contiguous KV cache, the comparison point for
 decode_bench's GQA shape: 32 sequences x 4096 positions, 32 query heads,
-8 KV heads, head dim 128, bf16 (256 MiB of K + V).
+8 KV heads, head dim 128, bf16 (512 MiB of K + V).
 
     python3 bench/decode/torch_sdpa.py [--json FILE] [--runs N]
 

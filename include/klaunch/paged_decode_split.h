@@ -164,6 +164,86 @@ static inline uint32_t kl_paged_decode_num_splits(uint32_t num_seqs, uint32_t nu
     return best;
 }
 
+/* ---- the persistent launchers (paged_decode_persist_{bf16,fp8}_gqa_mma) ----
+ *
+ * One launch of num_ctas blocks for the whole batch, no combine launch
+ * (specs/paged_decode.yaml says how the blocks divide the work). They
+ * need:
+ *   workspace  kl_paged_decode_persist_workspace_bytes(pack_width,
+ *              head_dim, num_ctas) bytes of device memory, float-aligned,
+ *              no initialisation (2 records per block);
+ *   counters   num_seqs * num_kv_heads uint32_t words (kl_paged_decode_
+ *              persist_counter_words), ZERO before the first launch
+ *              (cuMemsetD32 once after allocating them); every completed
+ *              launch leaves them zero, so they are reused as they are.
+ *              Launches that share counters or workspace must not run at
+ *              the same time (one stream, or events between them).
+ *
+ *       uint32_t ctas = kl_paged_decode_persist_ctas(num_seqs, 8, max_len, 0, sm_count);
+ *       uint64_t ws = kl_paged_decode_persist_workspace_bytes(4, 128, ctas);
+ *       uint64_t nc = kl_paged_decode_persist_counter_words(num_seqs, 8);
+ *       // allocate ws bytes and nc words; cuMemsetD32(counters, 0, nc) once
+ *       kl_paged_decode_persist_bf16_gqa_mma(&k, q, kc, vc, out, tables, lens, max_blocks,
+ *           num_seqs, 32, 8, 128, 16, 0.088f, 4096, 0, workspace, counters, ctas, ws, nc, stream);
+ */
+
+/* Bytes of workspace: 8 * num_ctas * pack_width * (head_dim + 2); UINT64_MAX
+ * when that overflows 64 bits. */
+static inline uint64_t kl_paged_decode_persist_workspace_bytes(uint32_t pack_width, uint32_t head_dim,
+                                                               uint32_t num_ctas) {
+    uint64_t n = 8u;
+    if (kl__mul(n, num_ctas, &n) || kl__mul(n, pack_width, &n) || kl__mul(n, (uint64_t)head_dim + 2u, &n))
+        return UINT64_MAX;
+    return n;
+}
+
+/* Counter words: num_seqs * num_kv_heads. */
+static inline uint64_t kl_paged_decode_persist_counter_words(uint32_t num_seqs, uint32_t num_kv_heads) {
+    return (uint64_t)num_seqs * num_kv_heads;
+}
+
+/* The persistent grid (num_ctas) from the shape and the device:
+ *
+ *   units = num_seqs * num_kv_heads; sm_count: the multiprocessors (the
+ *   packed _mma cores hold one 256-thread block per SM at 233-255
+ *   registers, so sm_count blocks are what runs at once).
+ *   Aligned grid A: the most blocks <= sm_count for which equal units fall
+ *   on block boundaries: units * floor(sm_count / units) when units <=
+ *   sm_count (each unit split evenly), else ceil_div(units, k) with k =
+ *   ceil_div(units, sm_count) units per block (no unit cut).
+ *   If A keeps >= 90% of the SMs (10 A >= 9 sm_count) the rule takes A,
+ *   else sm_count (cut units, merged by the last arrival, rather than idle
+ *   SMs). Then at most the batch's tiles of 16 positions (num_seqs *
+ *   num_kv_heads * ceil_div(window, 16), window = max_seq_len clipped to
+ *   a nonzero sliding_window; an empty sequence counts one), so no block is
+ *   left without work; 1 to 65535 (the launchers' limit).
+ *
+ * E.g. 132 SMs: 1 x 32768 at 8 KV heads -> 128 (16 blocks a unit); 32 x
+ * 4096 -> 128 (2 units a block); 40 x 8 units -> 107 (81%) -> 132.
+ * Measured on the H200 (bench/decode's persistent sweep over SMs / 2,
+ * SMs - 4, SMs, 2 SMs; docs/PERFORMANCE.md, paged decode, persistent
+ * schedule): the aligned 128 blocks were the best of the four at 32 x 4096
+ * and 1 x 32768, bf16 and fp8; a second wave (264) the worst. */
+static inline uint32_t kl_paged_decode_persist_ctas(uint32_t num_seqs, uint32_t num_kv_heads, uint32_t max_seq_len,
+                                                    uint32_t sliding_window, uint32_t sm_count) {
+    uint32_t window;
+    uint64_t tiles, units, aligned, n = sm_count;
+    if (n == 0u) n = 1u;
+    if (n > 65535u) n = 65535u;
+    units = (uint64_t)num_seqs * num_kv_heads;
+    if (units == 0u) units = 1u;
+    if (units <= n) {
+        aligned = units * (n / units);
+    } else {
+        const uint64_t k = (units + n - 1u) / n;
+        aligned = (units + k - 1u) / k;
+    }
+    if (10u * aligned >= 9u * n) n = aligned;
+    window = (sliding_window != 0u && sliding_window < max_seq_len) ? sliding_window : max_seq_len;
+    tiles = units * (window == 0u ? 1u : ((uint64_t)window + 15u) / 16u);
+    return (uint32_t)(tiles < n ? tiles : n);
+}
+
 /* Does the GQA-packed kernel `gqa_kernel` (a handle from
  * kl_paged_decode_attn_{bf16,fp8}_gqa_get or
  * kl_paged_decode_split_{bf16,fp8}_gqa_get) fit this shape? True exactly

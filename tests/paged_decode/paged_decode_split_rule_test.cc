@@ -1,6 +1,8 @@
 // CPU tests of the split-KV helpers in klaunch/paged_decode_split.h that
 // need no kernel: kl_paged_decode_num_splits (the rule that chooses
-// num_splits) and kl_paged_decode_split_workspace_bytes.
+// num_splits), kl_paged_decode_split_workspace_bytes, and the persistent
+// launchers' kl_paged_decode_persist_ctas / _workspace_bytes /
+// _counter_words.
 //
 // Expected values are worked out by hand from the rule as the header states
 // it (window, cap, base = num_seqs * heads, the fraction
@@ -198,6 +200,54 @@ TEST(PagedDecodeSplitWorkspace, SaturatesInsteadOfOverflowing) {
     // 4 * 2^31 * 2^30 * 2 = 2^64: one past the largest value.
     EXPECT_EQ(kl_paged_decode_split_workspace_bytes(1u << 31, 1u << 30, 0, 1), UINT64_MAX);
     EXPECT_EQ(kl_paged_decode_split_workspace_bytes((1u << 31) - 1, 1u << 30, 0, 1), UINT64_MAX - ((1ull << 33) - 1));
+}
+
+// ---- the persistent launchers' grid and workspace (kl_paged_decode_persist_*) ----
+
+TEST(PagedDecodePersistCtas, AlignsUnitsToBlocksWhenThatKeeps90PercentBusy) {
+    // 1 x 32768, 8 KV heads: 8 units <= 132, 8 * floor(132 / 8) = 128 (97%).
+    EXPECT_EQ(kl_paged_decode_persist_ctas(1, 8, 32768, 0, kH200), 128u);
+    // 32 x 4096: 256 units, k = ceil(256 / 132) = 2, ceil(256 / 2) = 128 (97%).
+    EXPECT_EQ(kl_paged_decode_persist_ctas(32, 8, 4096, 0, kH200), 128u);
+    // 132 units: one a block.
+    EXPECT_EQ(kl_paged_decode_persist_ctas(33, 4, 4096, 0, kH200), 132u);
+    // 1 unit: 1 * 132.
+    EXPECT_EQ(kl_paged_decode_persist_ctas(1, 1, 32768, 0, kH200), 132u);
+}
+
+TEST(PagedDecodePersistCtas, CutsUnitsRatherThanIdleTheSms) {
+    // 320 units: k = 3, ceil(320 / 3) = 107, 107 / 132 = 0.81 < 0.9 -> 132.
+    EXPECT_EQ(kl_paged_decode_persist_ctas(40, 8, 4096, 0, kH200), 132u);
+    // 70 units: 70 * floor(132 / 70) = 70, 0.53 -> 132.
+    EXPECT_EQ(kl_paged_decode_persist_ctas(70, 1, 4096, 0, kH200), 132u);
+    // 2000 units: k = 16, ceil(2000 / 16) = 125, 125 / 132 = 0.947 -> 125.
+    EXPECT_EQ(kl_paged_decode_persist_ctas(250, 8, 512, 0, kH200), 125u);
+}
+
+TEST(PagedDecodePersistCtas, NeverMoreBlocksThanTiles) {
+    // 1 x 100 positions, 8 KV heads: 8 * ceil(100 / 16) = 56 tiles < 128.
+    EXPECT_EQ(kl_paged_decode_persist_ctas(1, 8, 100, 0, kH200), 56u);
+    // A window of 32 over 32768: 8 * 2 = 16 tiles.
+    EXPECT_EQ(kl_paged_decode_persist_ctas(1, 8, 32768, 32, kH200), 16u);
+    // Empty sequences count one tile each: 3 units.
+    EXPECT_EQ(kl_paged_decode_persist_ctas(3, 1, 0, 0, kH200), 3u);
+}
+
+TEST(PagedDecodePersistCtas, DegenerateAndLimitArguments) {
+    EXPECT_EQ(kl_paged_decode_persist_ctas(0, 0, 0, 0, 0), 1u);
+    EXPECT_EQ(kl_paged_decode_persist_ctas(1, 8, 32768, 0, 0), 1u);
+    // The launchers take at most 65535 blocks.
+    EXPECT_EQ(kl_paged_decode_persist_ctas(1, 1, 1u << 30, 0, 1u << 20), 65535u);
+    EXPECT_EQ(kl_paged_decode_persist_ctas(UINT32_MAX, UINT32_MAX, UINT32_MAX, 0, kH200), 132u);
+}
+
+TEST(PagedDecodePersistWorkspace, TwoRecordsPerBlockAndOneCounterPerUnit) {
+    // 8 * 132 * 4 * (128 + 2) = 549120 bytes.
+    EXPECT_EQ(kl_paged_decode_persist_workspace_bytes(4, 128, 132), 549120u);
+    EXPECT_EQ(kl_paged_decode_persist_workspace_bytes(8, 128, 1), 8u * 8u * 130u);
+    EXPECT_EQ(kl_paged_decode_persist_workspace_bytes(UINT32_MAX, UINT32_MAX, UINT32_MAX), UINT64_MAX);
+    EXPECT_EQ(kl_paged_decode_persist_counter_words(32, 8), 256u);
+    EXPECT_EQ(kl_paged_decode_persist_counter_words(UINT32_MAX, UINT32_MAX), uint64_t{UINT32_MAX} * UINT32_MAX);
 }
 
 }  // namespace

@@ -3,6 +3,10 @@
 //   paged_decode_attn_bf16      paged_decode_attn_fp8          (plain)
 //   paged_decode_attn_bf16_gqa  paged_decode_attn_fp8_gqa      (GQA-packed)
 //   paged_decode_attn_bf16_gqa_mma  paged_decode_attn_fp8_gqa_mma (tensor cores)
+//   paged_decode_persist_bf16_gqa_mma  paged_decode_persist_fp8_gqa_mma (the same
+//     core on the persistent schedule: num_ctas 1, 7, 132 or 300 by case, so
+//     units are cut between blocks and merged by the last arrival; the
+//     counters must be zero again after each launch)
 // launched through the generated launchers (the seed's geometry) from the
 // embedded fatbins of both variants, gqa4_d128 and gqa8_d128.
 //
@@ -30,6 +34,7 @@
 #include <vector>
 
 #include "klaunch/paged_decode.h"
+#include "klaunch/paged_decode_split.h"
 #include "tests/paged_decode/paged_decode_problem.h"
 #include "tests/paged_decode/paged_decode_reference.h"
 #include "tests/support/gpu_test_util.h"
@@ -48,9 +53,12 @@ using paged_decode_ref::Shape;
 
 // ---- cases --------------------------------------------------------------------
 
-enum class Kind { kBf16, kFp8, kBf16Gqa, kFp8Gqa, kBf16GqaMma, kFp8GqaMma };
+enum class Kind { kBf16, kFp8, kBf16Gqa, kFp8Gqa, kBf16GqaMma, kFp8GqaMma, kBf16Persist, kFp8Persist };
 
-bool is_fp8(Kind k) { return k == Kind::kFp8 || k == Kind::kFp8Gqa || k == Kind::kFp8GqaMma; }
+bool is_fp8(Kind k) {
+    return k == Kind::kFp8 || k == Kind::kFp8Gqa || k == Kind::kFp8GqaMma || k == Kind::kFp8Persist;
+}
+bool is_persist(Kind k) { return k == Kind::kBf16Persist || k == Kind::kFp8Persist; }
 bool is_packed(Kind k) { return k != Kind::kBf16 && k != Kind::kFp8; }
 
 const char *kind_name(Kind k) {
@@ -67,6 +75,10 @@ const char *kind_name(Kind k) {
         return "paged_decode_attn_bf16_gqa_mma";
     case Kind::kFp8GqaMma:
         return "paged_decode_attn_fp8_gqa_mma";
+    case Kind::kBf16Persist:
+        return "paged_decode_persist_bf16_gqa_mma";
+    case Kind::kFp8Persist:
+        return "paged_decode_persist_fp8_gqa_mma";
     }
     return "?";
 }
@@ -74,8 +86,12 @@ const char *kind_name(Kind k) {
 // ---- running one case -----------------------------------------------------------
 
 void run_case(Kind kind, int width, const Case &c) {
+    // The persistent grid by case: one block, a few, one per H200 SM, more blocks than most cases have tiles.
+    const uint32_t ctas_choice[] = {1u, 7u, 132u, 300u};
+    const uint32_t ctas = ctas_choice[c.seed % 4u];
     SCOPED_TRACE(std::string(kind_name(kind)) + ": " + paged_decode_problem::describe(c, is_fp8(kind)) +
-                 ", module gqa" + std::to_string(width) + "_d128");
+                 ", module gqa" + std::to_string(width) + "_d128" +
+                 (is_persist(kind) ? ", num_ctas " + std::to_string(ctas) : std::string()));
     const Problem p = paged_decode_problem::build(is_fp8(kind), c);
     const std::vector<double> ref = paged_decode_problem::reference(p);
     const Shape &g = p.g;
@@ -91,6 +107,11 @@ void run_case(Kind kind, int width, const Case &c) {
     kl_kernel k;
     kl_status st = KL_ERROR_INVALID_ARGUMENT;
     const float inv = static_cast<float>(g.inv_sqrt_d);
+    const uint64_t ws_bytes = kl_paged_decode_persist_workspace_bytes(static_cast<uint32_t>(width), g.head_dim, ctas);
+    const uint64_t nc = kl_paged_decode_persist_counter_words(g.num_seqs, g.num_kv_heads);
+    DeviceBuffer<float> ws(is_persist(kind) ? ws_bytes / 4 : 1);
+    DeviceBuffer<uint32_t> counters(std::vector<uint32_t>(is_persist(kind) ? nc : 1, 0u));
+    ws.poison();
     if (!is_fp8(kind)) {
         DeviceBuffer<kl_bf16> kc(p.k_bf16), vc(p.v_bf16);
         const kl_bf16 *kp = kc.get() + c.misalign, *vp = vc.get() + c.misalign;
@@ -104,12 +125,19 @@ void run_case(Kind kind, int width, const Case &c) {
             st = kl_paged_decode_attn_bf16_gqa(&k, q.get(), kp, vp, o, tables.get(), lens.get(), g.max_blocks_per_seq,
                                                g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size,
                                                inv, g.q_stride, g.sliding_window, nullptr);
-        } else {
+        } else if (kind == Kind::kBf16GqaMma) {
             KL_ASSERT_OK(kl_paged_decode_attn_bf16_gqa_mma_get(&k, mod));
             st = kl_paged_decode_attn_bf16_gqa_mma(&k, q.get(), kp, vp, o, tables.get(), lens.get(),
                                                    g.max_blocks_per_seq, g.num_seqs, g.num_q_heads, g.num_kv_heads,
                                                    g.head_dim, g.block_size, inv, g.q_stride, g.sliding_window,
                                                    nullptr);
+        } else {
+            KL_ASSERT_OK(kl_paged_decode_persist_bf16_gqa_mma_get(&k, mod));
+            st = kl_paged_decode_persist_bf16_gqa_mma(&k, q.get(), kp, vp, o, tables.get(), lens.get(),
+                                                      g.max_blocks_per_seq, g.num_seqs, g.num_q_heads,
+                                                      g.num_kv_heads, g.head_dim, g.block_size, inv, g.q_stride,
+                                                      g.sliding_window, ws.get(), counters.get(), ctas, ws_bytes, nc,
+                                                      nullptr);
         }
         ASSERT_EQ(st, KL_SUCCESS) << kl_last_error_message();
         kl_test::synchronize();
@@ -137,18 +165,31 @@ void run_case(Kind kind, int width, const Case &c) {
                                               g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size,
                                               inv, c.k_scale, c.v_scale, g.q_stride, p.cache_stride,
                                               g.sliding_window, nullptr);
-        } else {
+        } else if (kind == Kind::kFp8GqaMma) {
             KL_ASSERT_OK(kl_paged_decode_attn_fp8_gqa_mma_get(&k, mod));
             st = kl_paged_decode_attn_fp8_gqa_mma(&k, q.get(), kp, vp, o, tables.get(), lens.get(),
                                                   g.max_blocks_per_seq, g.num_seqs, g.num_q_heads, g.num_kv_heads,
                                                   g.head_dim, g.block_size, inv, c.k_scale, c.v_scale, g.q_stride,
                                                   p.cache_stride, g.sliding_window, nullptr);
+        } else {
+            KL_ASSERT_OK(kl_paged_decode_persist_fp8_gqa_mma_get(&k, mod));
+            st = kl_paged_decode_persist_fp8_gqa_mma(&k, q.get(), kp, vp, o, tables.get(), lens.get(),
+                                                     g.max_blocks_per_seq, g.num_seqs, g.num_q_heads,
+                                                     g.num_kv_heads, g.head_dim, g.block_size, inv, c.k_scale,
+                                                     c.v_scale, g.q_stride, p.cache_stride, g.sliding_window,
+                                                     ws.get(), counters.get(), ctas, ws_bytes, nc, nullptr);
         }
         ASSERT_EQ(st, KL_SUCCESS) << kl_last_error_message();
         kl_test::synchronize();
     }
 
     check_output(p, ref, out.download());
+    if (is_persist(kind)) {
+        const std::vector<uint32_t> left = counters.download();
+        size_t nonzero = 0;
+        for (uint32_t v : left) nonzero += v != 0u;
+        EXPECT_EQ(nonzero, 0u) << "counters not back to zero after the persistent launch";
+    }
 }
 
 class PagedDecodeTest : public GpuTest {};
@@ -301,7 +342,7 @@ TEST_F(PagedDecodeTest, Fp8HeadDimsAndOffAlignmentCache) {
 
 TEST_F(PagedDecodeTest, Bf16GqaMatchesReferenceInBothVariants) {
     uint32_t seed = 900;
-    for (Kind kind : {Kind::kBf16Gqa, Kind::kBf16GqaMma})
+    for (Kind kind : {Kind::kBf16Gqa, Kind::kBf16GqaMma, Kind::kBf16Persist})
     for (int width : {4, 8})
         for (uint32_t bs : {1u, 16u, 64u})
             for (uint32_t sw : {0u, 7u, 100000u}) {
@@ -319,7 +360,7 @@ TEST_F(PagedDecodeTest, Bf16GqaMatchesReferenceInBothVariants) {
 
 TEST_F(PagedDecodeTest, Bf16GqaOffAlignmentCache) {
     uint32_t seed = 1000;
-    for (Kind kind : {Kind::kBf16Gqa, Kind::kBf16GqaMma})
+    for (Kind kind : {Kind::kBf16Gqa, Kind::kBf16GqaMma, Kind::kBf16Persist})
     for (int width : {4, 8})
         for (uint32_t mis : {1u, 4u}) {
             Case c;
@@ -335,7 +376,7 @@ TEST_F(PagedDecodeTest, Bf16GqaOffAlignmentCache) {
 
 TEST_F(PagedDecodeTest, Fp8GqaMatchesReferenceInBothVariants) {
     uint32_t seed = 1100;
-    for (Kind kind : {Kind::kFp8Gqa, Kind::kFp8GqaMma})
+    for (Kind kind : {Kind::kFp8Gqa, Kind::kFp8GqaMma, Kind::kFp8Persist})
     for (int width : {4, 8})
         for (uint32_t bs : {1u, 16u, 64u})
             for (uint64_t pad : {uint64_t{0}, uint64_t{8}, uint64_t{5}}) {
@@ -356,7 +397,7 @@ TEST_F(PagedDecodeTest, Fp8GqaMatchesReferenceInBothVariants) {
 
 TEST_F(PagedDecodeTest, Fp8GqaInterleavedAndOffAlignmentCache) {
     uint32_t seed = 1200;
-    for (Kind kind : {Kind::kFp8Gqa, Kind::kFp8GqaMma})
+    for (Kind kind : {Kind::kFp8Gqa, Kind::kFp8GqaMma, Kind::kFp8Persist})
     for (int width : {4, 8})
         for (uint32_t mis : {0u, 3u}) {
             Case c;
@@ -378,7 +419,8 @@ TEST_F(PagedDecodeTest, LongSequenceOf32768Positions) {
     // One KV head keeps the float64 reference quick in an unoptimised build.
     uint32_t seed = 1300;
     int i = 0;
-    for (Kind kind : {Kind::kBf16, Kind::kFp8, Kind::kBf16Gqa, Kind::kFp8Gqa, Kind::kBf16GqaMma, Kind::kFp8GqaMma}) {
+    for (Kind kind : {Kind::kBf16, Kind::kFp8, Kind::kBf16Gqa, Kind::kFp8Gqa, Kind::kBf16GqaMma, Kind::kFp8GqaMma,
+                      Kind::kBf16Persist, Kind::kFp8Persist}) {
         Case c;
         const bool packed = is_packed(kind);
         c.num_kv_heads = 1;
@@ -389,7 +431,8 @@ TEST_F(PagedDecodeTest, LongSequenceOf32768Positions) {
         c.v_scale = 1.3f;
         c.seed = seed++;
         run_case(kind, 8, c);
-        if (kind == Kind::kBf16 || kind == Kind::kFp8Gqa || kind == Kind::kFp8GqaMma || kind == Kind::kBf16GqaMma) {
+        if (kind == Kind::kBf16 || kind == Kind::kFp8Gqa || kind == Kind::kFp8GqaMma || kind == Kind::kBf16GqaMma ||
+            is_persist(kind)) {
             // A window that starts and ends mid-block.
             c.seq_lens = {32767};
             c.sliding_window = 20000;
@@ -404,7 +447,8 @@ TEST_F(PagedDecodeTest, LongSequenceOf32768Positions) {
 // largest scores closely.
 TEST_F(PagedDecodeTest, LargeScoresNeedTheRunningMax) {
     uint32_t seed = 1400;
-    for (Kind kind : {Kind::kBf16, Kind::kFp8, Kind::kBf16Gqa, Kind::kFp8Gqa, Kind::kBf16GqaMma, Kind::kFp8GqaMma}) {
+    for (Kind kind : {Kind::kBf16, Kind::kFp8, Kind::kBf16Gqa, Kind::kFp8Gqa, Kind::kBf16GqaMma, Kind::kFp8GqaMma,
+                      Kind::kBf16Persist, Kind::kFp8Persist}) {
         for (int width : {4, 8}) {
             Case c;
             const bool packed = is_packed(kind);
