@@ -185,6 +185,11 @@ static inline uint32_t kl_paged_decode_num_splits(uint32_t num_seqs, uint32_t nu
  *       // allocate ws bytes and nc words; cuMemsetD32(counters, 0, nc) once
  *       kl_paged_decode_persist_bf16_gqa_mma(&k, q, kc, vc, out, tables, lens, max_blocks,
  *           num_seqs, 32, 8, 128, 16, 0.088f, 4096, 0, workspace, counters, ctas, ws, nc, stream);
+ *
+ * Which to call (H200, docs/PERFORMANCE.md): where kl_paged_decode_num_splits
+ * returns more than 1 (few, long sequences) the persistent launcher (1 x
+ * 32768: 1.03x the split partial + PDL combine, one launch); where it
+ * returns 1 the _mma seed launcher (32 x 4096: 1.02x the persistent one).
  */
 
 /* Bytes of workspace: 8 * num_ctas * pack_width * (head_dim + 2); UINT64_MAX

@@ -28,6 +28,7 @@
 #include "klaunch/paged_decode.h"
 #include "klaunch/paged_decode_split.h"
 #include "tests/emu/emu_test_util.h"
+#include "tests/paged_decode/paged_decode_emu_inputs.h"
 #include "tests/paged_decode/paged_decode_problem.h"
 #include "tests/paged_decode/paged_decode_reference.h"
 #include "tests/paged_decode/paged_decode_split_check.h"
@@ -41,14 +42,6 @@ using paged_decode_problem::kPoisonBf16;
 using paged_decode_problem::lengths_around;
 using paged_decode_problem::Problem;
 
-// A host vector in a registered read-only buffer (16 guard bytes keep its
-// start 16-byte aligned, as a device allocation is).
-template <class T> std::unique_ptr<emu::Buffer<T>> input(const std::vector<T> &v, const char *name) {
-    std::unique_ptr<emu::Buffer<T>> b(new emu::Buffer<T>(v.size(), Access::kRead, name, 16 / sizeof(T)));
-    if (!v.empty()) std::memcpy(b->data(), v.data(), v.size() * sizeof(T));
-    return b;
-}
-
 class MmaEmulatedTest : public ::testing::TestWithParam<int> {
   protected:
     int width() const { return GetParam(); }
@@ -61,28 +54,9 @@ class MmaEmulatedTest : public ::testing::TestWithParam<int> {
         const Problem p = paged_decode_problem::build(fp8, c);
         const std::vector<double> ref = paged_decode_problem::reference(p);
         const paged_decode_ref::Shape &g = p.g;
-        auto q = input(p.q_bits, "q");
-        auto tables = input(p.tables, "block_tables");
-        auto lens = input(p.lens, "seq_lens");
-        std::unique_ptr<emu::Buffer<kl_bf16>> kb, vb;
-        std::unique_ptr<emu::Buffer<kl_fp8_e4m3>> k8, v8;
-        const kl_bf16 *kbp = nullptr, *vbp = nullptr;
-        const kl_fp8_e4m3 *k8p = nullptr, *v8p = nullptr;
-        if (!fp8) {
-            kb = input(p.k_bf16, "k_cache");
-            vb = input(p.v_bf16, "v_cache");
-            kbp = kb->data() + c.misalign;
-            vbp = vb->data() + c.misalign;
-        } else if (c.interleaved) {
-            k8 = input(p.kv_fp8, "kv_cache");
-            k8p = k8->data() + c.misalign;
-            v8p = k8p + p.block_elems;
-        } else {
-            k8 = input(p.k_fp8, "k_cache");
-            v8 = input(p.v_fp8, "v_cache");
-            k8p = k8->data() + c.misalign;
-            v8p = v8->data() + c.misalign;
-        }
+        const paged_decode_problem::EmuInputs in(p, c, fp8);
+        const kl_bf16 *kbp = in.kbp, *vbp = in.vbp;
+        const kl_fp8_e4m3 *k8p = in.k8p, *v8p = in.v8p;
         const size_t n_out = static_cast<size_t>(g.num_seqs) * g.num_q_heads * g.head_dim;
         emu::Buffer<kl_bf16> out(n_out, Access::kWrite, "output");
         const float inv = static_cast<float>(g.inv_sqrt_d);
@@ -93,13 +67,13 @@ class MmaEmulatedTest : public ::testing::TestWithParam<int> {
             if (!fp8) {
                 KL_EMU_ASSERT_OK(kl_paged_decode_attn_bf16_gqa_mma_get(&k, m));
                 KL_EMU_ASSERT_OK(kl_paged_decode_attn_bf16_gqa_mma(
-                    &k, q->data(), kbp, vbp, out.data(), tables->data(), lens->data(), g.max_blocks_per_seq,
+                    &k, in.q->data(), kbp, vbp, out.data(), in.tables->data(), in.lens->data(), g.max_blocks_per_seq,
                     g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv, g.q_stride,
                     g.sliding_window, nullptr));
             } else {
                 KL_EMU_ASSERT_OK(kl_paged_decode_attn_fp8_gqa_mma_get(&k, m));
                 KL_EMU_ASSERT_OK(kl_paged_decode_attn_fp8_gqa_mma(
-                    &k, q->data(), k8p, v8p, out.data(), tables->data(), lens->data(), g.max_blocks_per_seq,
+                    &k, in.q->data(), k8p, v8p, out.data(), in.tables->data(), in.lens->data(), g.max_blocks_per_seq,
                     g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv, c.k_scale, c.v_scale,
                     g.q_stride, p.cache_stride, g.sliding_window, nullptr));
             }
@@ -112,13 +86,13 @@ class MmaEmulatedTest : public ::testing::TestWithParam<int> {
             if (!fp8) {
                 KL_EMU_ASSERT_OK(kl_paged_decode_split_bf16_gqa_mma_get(&k, m));
                 KL_EMU_ASSERT_OK(kl_paged_decode_split_bf16_gqa_mma(
-                    &k, q->data(), kbp, vbp, ws.data(), tables->data(), lens->data(), g.max_blocks_per_seq,
+                    &k, in.q->data(), kbp, vbp, ws.data(), in.tables->data(), in.lens->data(), g.max_blocks_per_seq,
                     g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv, g.q_stride,
                     g.sliding_window, splits, ws_bytes, nullptr));
             } else {
                 KL_EMU_ASSERT_OK(kl_paged_decode_split_fp8_gqa_mma_get(&k, m));
                 KL_EMU_ASSERT_OK(kl_paged_decode_split_fp8_gqa_mma(
-                    &k, q->data(), k8p, v8p, ws.data(), tables->data(), lens->data(), g.max_blocks_per_seq,
+                    &k, in.q->data(), k8p, v8p, ws.data(), in.tables->data(), in.lens->data(), g.max_blocks_per_seq,
                     g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv, c.k_scale, c.v_scale,
                     g.q_stride, p.cache_stride, g.sliding_window, splits, ws_bytes, nullptr));
             }
