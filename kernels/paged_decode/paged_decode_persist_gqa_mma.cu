@@ -1,3 +1,15 @@
+/* Reference: tests/paged_decode/paged_decode_reference.h (float64)
+ * Tests:
+ *   tests/paged_decode/paged_decode_persist_emulated_test.cc (CPU emulator)
+ *   tests/paged_decode/paged_decode_test.cc (GPU)
+ *   tests/paged_decode/paged_decode_split_rule_test.cc (grid and workspace helpers)
+ * Run them (a GPU test skips without a GPU, saying so; tools/gpu/ runs it on one):
+ *   ./bazelw test \
+ *     //tests/paged_decode:paged_decode_persist_emulated_test \
+ *     //tests/paged_decode:paged_decode_test \
+ *     //tests/paged_decode:paged_decode_split_rule_test \
+ *     //tests/paged_decode:sass_test
+ */
 #include "klaunch/paged_decode.cuh"
 
 /* paged_decode_persist_bf16_gqa_mma, paged_decode_persist_fp8_gqa_mma
