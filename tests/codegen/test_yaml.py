@@ -61,6 +61,17 @@ class ParsersAgreeTest(unittest.TestCase):
             del os.environ["KLAUNCH_CODEGEN_YAML"]
 
 
+def empty_scalar_positions(node):
+    """Where each empty scalar of a composed tree (support.yaml_tree) is."""
+    if node is None or node[0] == "alias":
+        return []
+    if node[0] == "scalar":
+        return [node[3]] if node[2] == "" else []
+    if node[0] == "seq":
+        return [p for c in node[3] for p in empty_scalar_positions(c)]
+    return [p for k, v in node[3] for p in empty_scalar_positions(k) + empty_scalar_positions(v)]
+
+
 class PositionsTest(unittest.TestCase):
     def pos_of(self, text, needle):
         src = yamlpos.Source("t.yaml", text)
@@ -87,24 +98,7 @@ class PositionsTest(unittest.TestCase):
         for text, pos in (("a: {x: 1, y:  }\n", (1, 13)), ("a: {y: ,z: 1}\n", (1, 7)), ("[a: ]\n", (1, 4)), ("a:   \nb: 1\n", (1, 3))):
             for parser in ("c", "python"):
                 tree, _ = compose(text, parser)
-                empties = []
-
-                def walk(n):
-                    if n is None or n[0] == "alias":
-                        return
-                    if n[0] == "scalar":
-                        if n[2] == "":
-                            empties.append(n[3])
-                    elif n[0] == "seq":
-                        for c in n[3]:
-                            walk(c)
-                    else:
-                        for k, v in n[3]:
-                            walk(k)
-                            walk(v)
-
-                walk(tree)
-                self.assertEqual(empties, [pos], (text, parser))
+                self.assertEqual(empty_scalar_positions(tree), [pos], (text, parser))
 
     def test_an_empty_value_before_a_line_break_or_comment_is_positioned_alike_by_both_parsers(self):
         # fuzz_test found it (seed 15, with tests/bazel_rules' rms_norm spec
@@ -115,24 +109,7 @@ class PositionsTest(unittest.TestCase):
                           ("a: {x: '#'\n, y: \n # c \n}\n", (2, 5))):
             for parser in ("c", "python"):
                 tree, _ = compose(text, parser)
-                empties = []
-
-                def walk(n):
-                    if n is None or n[0] == "alias":
-                        return
-                    if n[0] == "scalar":
-                        if n[2] == "" and n[1].endswith(":null"):
-                            empties.append(n[3])
-                    elif n[0] == "seq":
-                        for c in n[3]:
-                            walk(c)
-                    else:
-                        for k, v in n[3]:
-                            walk(k)
-                            walk(v)
-
-                walk(tree)
-                self.assertEqual(empties, [pos], (text, parser))
+                self.assertEqual(empty_scalar_positions(tree), [pos], (text, parser))
 
     def test_a_byte_order_mark_is_not_a_column(self):
         self.assertEqual(self.pos_of("\ufeffa: here", "here"), (1, 4))
