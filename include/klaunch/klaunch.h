@@ -94,7 +94,8 @@ extern "C" {
     X(KL_ERROR_LAYOUT_MISMATCH, "the compiled kernel's parameters differ from its spec")    \
     X(KL_ERROR_STALE_FATBIN, "the fatbin was built from another version of the spec")       \
     X(KL_ERROR_UNSUPPORTED, "the driver or device cannot do what was asked")                \
-    X(KL_ERROR_CAPTURE_ACTIVE, "refused during a stream capture; load before capturing")
+    X(KL_ERROR_CAPTURE_ACTIVE, "refused during a stream capture; load before capturing")                 \
+    X(KL_ERROR_TENSOR_MAP, "a tensor map cannot be encoded or does not fit the kernel")
 
 typedef enum kl_status {
 #define KL__STATUS_ENUM(name, text) name,
@@ -126,7 +127,11 @@ typedef enum kl_param_kind {
     KL_PARAM_U64 = 2,
     KL_PARAM_F32 = 3,
     KL_PARAM_I32 = 4,
-    KL_PARAM_BOOL = 5 /* passed to the kernel as a u32 0 or 1 */
+    KL_PARAM_BOOL = 5, /* passed to the kernel as a u32 0 or 1 */
+    /* 128 bytes by value, 128-byte aligned: a CUtensorMap (klaunch/tensor_map.h).
+     * Its offset is for a parameter buffer that starts 128-byte aligned; the
+     * driver places it at the target's own (docs/ARG_ORDER.md). */
+    KL_PARAM_TENSOR_MAP = 6
 } kl_param_kind;
 
 /* One kernel argument as the compiled kernel sees it. */
@@ -185,6 +190,7 @@ typedef struct kl_kernel_desc {
 
 /* ---- modules, kernels, backends --------------------------------------- */
 struct kl_backend;
+struct kl_tensor_map_request;
 
 typedef struct kl_module {
     struct kl_backend *backend;
@@ -249,6 +255,12 @@ typedef struct kl_backend_ops {
     kl_status (*launch)(const struct kl_backend *be, const kl_launch *launch);
     /* Optional (NULL: unknown): the device's architecture, e.g. "sm_90", for messages. */
     void (*device_arch)(const struct kl_backend *be, char *buf, size_t cap);
+    /* Optional (NULL: this backend encodes no tensor maps, KL_ERROR_UNSUPPORTED):
+     * encodes a request the builder has checked (klaunch/tensor_map.h) into
+     * the 128 bytes at `opaque` (128-byte aligned) that the kernel will
+     * receive. The CUDA backend calls cuTensorMapEncodeTiled. */
+    kl_status (*tensor_map_encode)(const struct kl_backend *be, const struct kl_tensor_map_request *request,
+                                   void *opaque);
 } kl_backend_ops;
 
 /* Concrete backends embed this as their first member. */
