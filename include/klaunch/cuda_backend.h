@@ -72,6 +72,7 @@
 #include "klaunch/klaunch.h"
 #include "klaunch/cuda_driver.h" /* private: the driver's types, entry points and loader */
 #include "klaunch/image.h"       /* kl_image_check: images are checked before the driver reads them */
+#include "klaunch/tensor_map.h"  /* kl_tensor_map: encoded with cuTensorMapEncodeTiled */
 
 #ifdef __cplusplus
 extern "C" {
@@ -297,6 +298,7 @@ static const char *kl__param_kind_name(kl_param_kind kind) {
     case KL_PARAM_F32: return "f32";
     case KL_PARAM_I32: return "i32";
     case KL_PARAM_BOOL: return "bool, as u32";
+    case KL_PARAM_TENSOR_MAP: return "tensor map";
     default: return "?";
     }
 }
@@ -307,7 +309,8 @@ static const char *kl__param_kind_name(kl_param_kind kind) {
 static kl_status kl__cuda_check_layout(const kl_cuda_backend *cb, kl__cu_function fn, const kl_kernel_desc *desc) {
     size_t offset, size;
     kl__cu_result r;
-    uint32_t i;
+    uint32_t i, base = 0;
+    int have_base = 0;
     if (cb->api.func_get_param_info == NULL) {
         /* Said once per process, through the error callback only: the lookup
          * itself succeeds and the thread's last error is left alone. */
@@ -331,6 +334,7 @@ static kl_status kl__cuda_check_layout(const kl_cuda_backend *cb, kl__cu_functio
     }
     for (i = 0; i < desc->num_params; i++) {
         const kl_param_info *p = &desc->params[i];
+        uint32_t want;
         r = cb->api.func_get_param_info(fn, i, &offset, &size);
         if (r == KL__CUDA_ERROR_INVALID_VALUE)
             return kl__fail(KL_ERROR_LAYOUT_MISMATCH,
@@ -342,12 +346,21 @@ static kl_status kl__cuda_check_layout(const kl_cuda_backend *cb, kl__cu_functio
         if (r != KL__CUDA_SUCCESS)
             return kl__cuda_fail(cb, KL_ERROR_DRIVER, r, "kl_%s_get: cuFuncGetParamInfo(%s, %u)", desc->launcher,
                                  desc->entry, (unsigned)i);
-        if (offset != p->offset || size != p->size)
+        /* A tensor map is 128-byte aligned in the constant bank, whose
+         * parameter area starts at a target-dependent offset (0x160, 0x210,
+         * 0x380...): the first one the driver reports fixes where the buffer
+         * starts modulo 128, and every offset follows from it (docs/ARG_ORDER.md). */
+        if (p->kind == KL_PARAM_TENSOR_MAP && !have_base && size == p->size) {
+            base = (uint32_t)((128u - offset % 128u) % 128u);
+            have_base = 1;
+        }
+        want = kl__param_offset_at(desc, i, base);
+        if (offset != want || size != p->size)
             return kl__fail(KL_ERROR_LAYOUT_MISMATCH,
                             "kl_%s_get: kernel %s differs from its spec at parameter %u (%s): the kernel has offset "
                             "%lu, %lu bytes; the spec says offset %u, %u bytes (%s) [%s:%u]",
                             desc->launcher, desc->entry, (unsigned)i + 1, p->name, (unsigned long)offset,
-                            (unsigned long)size, (unsigned)p->offset, (unsigned)p->size, kl__param_kind_name(p->kind),
+                            (unsigned long)size, (unsigned)want, (unsigned)p->size, kl__param_kind_name(p->kind),
                             desc->spec_file, (unsigned)desc->spec_line);
     }
     /* Extra trailing kernel parameters are not probed for: asking for index
@@ -607,6 +620,35 @@ static void kl__cuda_device_arch(const kl_backend *be, char *buf, size_t cap) {
     snprintf(buf, cap, "sm_%d%d (ordinal %d)", cb->cc_major, cb->cc_minor, cb->ordinal);
 }
 
+static kl_status kl__cuda_tensor_map_encode(const kl_backend *be, const kl_tensor_map_request *q, void *opaque) {
+    const kl_cuda_backend *cb = (const kl_cuda_backend *)be;
+    unsigned long long extents[KL_TENSOR_MAP_MAX_RANK], strides[KL_TENSOR_MAP_MAX_RANK];
+    unsigned int box[KL_TENSOR_MAP_MAX_RANK], estr[KL_TENSOR_MAP_MAX_RANK];
+    kl__cu_result r;
+    kl_status st;
+    uint32_t i;
+    if (cb->api.tensor_map_encode_tiled == NULL)
+        return kl__fail(KL_ERROR_UNSUPPORTED, "cuTensorMapEncodeTiled: this driver lacks it (CUDA 12.0 and newer "
+                                              "have it)");
+    for (i = 0; i < KL_TENSOR_MAP_MAX_RANK; i++) {
+        extents[i] = q->extent[i];
+        strides[i] = i + 1 < KL_TENSOR_MAP_MAX_RANK ? q->stride[i] : 0u;
+        box[i] = q->box[i];
+        estr[i] = q->element_stride[i];
+    }
+    st = kl__cuda_enter(cb, "cuTensorMapEncodeTiled");
+    if (st != KL_SUCCESS) return st;
+    r = cb->api.tensor_map_encode_tiled(opaque, (int)q->dtype, q->rank, (void *)(uintptr_t)q->address, extents,
+                                        strides, box, estr, (int)q->interleave, (int)q->swizzle,
+                                        (int)q->l2_promotion, (int)q->oob_fill);
+    kl__cuda_leave(cb);
+    if (r != KL__CUDA_SUCCESS)
+        return kl__cuda_fail(cb, kl__cuda_status(r, KL_ERROR_DRIVER), r,
+                             "cuTensorMapEncodeTiled(rank %u, address %p) refused a map klaunch's checks passed",
+                             (unsigned)q->rank, q->address);
+    return KL_SUCCESS;
+}
+
 static const kl_backend_ops kl__cuda_ops = {
     "cuda",
     kl__cuda_module_load,
@@ -615,6 +657,7 @@ static const kl_backend_ops kl__cuda_ops = {
     kl__cuda_function_get,
     kl__cuda_launch,
     kl__cuda_device_arch,
+    kl__cuda_tensor_map_encode,
 };
 
 kl_status kl_cuda_backend_init(kl_cuda_backend *cb, int device_ordinal) {

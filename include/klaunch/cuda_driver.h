@@ -83,6 +83,12 @@ typedef struct kl__cuda_api {
     /* Optional (CUDA 12.0+). */
     kl__cu_result (*get_proc_address)(const char *symbol, void **pfn, int cuda_version, unsigned long long flags,
                                       int *symbol_status);
+    /* Optional (CUDA 12.0+): tensor maps (klaunch/tensor_map.h); NULL makes
+     * their builders fail with KL_ERROR_UNSUPPORTED. The enums are int. */
+    kl__cu_result (*tensor_map_encode_tiled)(void *map, int dtype, unsigned int rank, void *address,
+                                             const unsigned long long *extents, const unsigned long long *strides,
+                                             const unsigned int *box, const unsigned int *element_strides,
+                                             int interleave, int swizzle, int l2_promotion, int oob_fill);
     /* Optional: the capture guard (kl_cuda_backend_guard_stream). */
     kl__cu_result (*stream_is_capturing)(kl_stream stream, int *status);
     kl__cu_result (*launch_kernel)(kl__cu_function fn, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,
@@ -175,6 +181,7 @@ static const struct {
     {"cuLaunchKernelEx", offsetof(kl__cuda_api, launch_kernel_ex), 1},
     {"cuGetProcAddress_v2", offsetof(kl__cuda_api, get_proc_address), 1},
     {"cuStreamIsCapturing", offsetof(kl__cuda_api, stream_is_capturing), 1},
+    {"cuTensorMapEncodeTiled", offsetof(kl__cuda_api, tensor_map_encode_tiled), 1},
     {"cuMemAlloc_v2", offsetof(kl__cuda_api, mem_alloc), 0},
     {"cuMemFree_v2", offsetof(kl__cuda_api, mem_free), 0},
     {"cuMemcpyHtoD_v2", offsetof(kl__cuda_api, memcpy_htod), 0},
@@ -223,6 +230,7 @@ static void kl__cuda_driver_resolve_versioned(kl__cuda_api *api) {
     } procs[] = {
         {"cuFuncGetParamInfo", 12040, offsetof(kl__cuda_api, func_get_param_info)},
         {"cuLaunchKernelEx", 12000, offsetof(kl__cuda_api, launch_kernel_ex)},
+        {"cuTensorMapEncodeTiled", 12000, offsetof(kl__cuda_api, tensor_map_encode_tiled)},
     };
     size_t i;
     if (api->get_proc_address == NULL) return;

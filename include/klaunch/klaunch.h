@@ -416,6 +416,24 @@ static inline kl_status kl__x_fail_value(const kl_kernel_desc *desc, uint32_t ch
     return kl__fail_check(desc, limit_status, check, values, 1, value, limit);
 }
 
+/* Bytes a kernel argument of `kind` is aligned to in the parameter buffer. */
+static inline uint32_t kl__param_align(kl_param_kind kind) {
+    return kind == KL_PARAM_TENSOR_MAP ? 128u : (kind == KL_PARAM_PTR || kind == KL_PARAM_U64) ? 8u : 4u;
+}
+/* Offset of desc's parameter i in a parameter buffer that starts `base`
+ * bytes past a 128-byte boundary: desc->params[i].offset when base is 0 or
+ * no parameter is a tensor map (every other alignment divides 16, and
+ * every target's parameter area starts 16-byte aligned). */
+static inline uint32_t kl__param_offset_at(const kl_kernel_desc *desc, uint32_t i, uint32_t base) {
+    uint32_t j, end = 0;
+    for (j = 0;; j++) {
+        const uint32_t a = kl__param_align(desc->params[j].kind);
+        const uint32_t at = (base + end + a - 1u) / a * a - base;
+        if (j == i) return at;
+        end = at + desc->params[j].size;
+    }
+}
+
 /* Nonzero when two descriptors describe the same launcher identically:
  * the copies that one generated header gives each translation unit that
  * includes it (each has its own static kl_X_desc). Out of line: only a

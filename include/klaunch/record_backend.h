@@ -41,6 +41,7 @@
 #define KLAUNCH_RECORD_BACKEND_H
 
 #include "klaunch/klaunch.h"
+#include "klaunch/tensor_map.h"
 
 #ifndef KL_RECORD_ARG_BYTES
 #define KL_RECORD_ARG_BYTES 512
@@ -74,6 +75,11 @@ typedef struct kl_record_backend {
     const char *missing_entry;   /* function_get of this entry fails with KL_ERROR_KERNEL_NOT_FOUND (default NULL) */
     kl_status launch_status;     /* launch returns this when not KL_SUCCESS, recording nothing (default KL_SUCCESS) */
     const char *device_arch;     /* the device architecture messages name, e.g. "sm_80" (default NULL: "none") */
+    /* Tensor maps are encoded in klaunch's reference encoding
+     * (kl_tensor_map_reference_encode), so a recorded launch's argument
+     * bytes show the map's fields. */
+    size_t tensor_maps_encoded; /* successful encodes (counted, default 0) */
+    kl_status tensor_map_status; /* encode returns this when not KL_SUCCESS, encoding nothing (default KL_SUCCESS) */
 } kl_record_backend;
 
 /* Records go to storage[0 .. capacity); the defaults above are set. */
@@ -210,6 +216,17 @@ static void kl__record_device_arch(const kl_backend *be, char *buf, size_t cap) 
     snprintf(buf, cap, "%s", rb->device_arch ? rb->device_arch : "none (record backend)");
 }
 
+static kl_status kl__record_tensor_map_encode(const kl_backend *be, const kl_tensor_map_request *request,
+                                              void *opaque) {
+    kl_record_backend *rb = (kl_record_backend *)(uintptr_t)be;
+    if (rb->tensor_map_status != KL_SUCCESS)
+        return kl__fail(rb->tensor_map_status, "record backend: tensor map encode refused (tensor_map_status %s)",
+                        kl_status_name(rb->tensor_map_status));
+    kl_tensor_map_reference_encode(request, opaque);
+    rb->tensor_maps_encoded++;
+    return KL_SUCCESS;
+}
+
 static const kl_backend_ops kl__record_ops = {
     "record",
     kl__record_module_load,
@@ -218,6 +235,7 @@ static const kl_backend_ops kl__record_ops = {
     kl__record_function_get,
     kl__record_launch,
     kl__record_device_arch,
+    kl__record_tensor_map_encode,
 };
 
 void kl_record_backend_init(kl_record_backend *rb, kl_record *storage, size_t capacity) {
@@ -230,6 +248,8 @@ void kl_record_backend_init(kl_record_backend *rb, kl_record *storage, size_t ca
     rb->max_dynamic_shared = 48u * 1024u;
     rb->missing_entry = NULL;
     rb->launch_status = KL_SUCCESS;
+    rb->tensor_maps_encoded = 0;
+    rb->tensor_map_status = KL_SUCCESS;
 }
 
 void kl_record_backend_clear(kl_record_backend *rb) { rb->count = 0; }

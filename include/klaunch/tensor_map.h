@@ -128,6 +128,19 @@ uint32_t kl_tensor_map_dtype_size(uint32_t dtype);
 kl_status kl_tensor_map_encode_tiled(const kl_backend *backend, const kl_tensor_map_request *request,
                                      kl_tensor_map *map);
 
+/* The encoding of backends without a driver (the recording backend, the CPU
+ * emulator): the request's fields at fixed places of the 128 bytes, so a
+ * recorded launch shows what was encoded and the emulator's copy engine
+ * reads it back. Little-endian:
+ *   0 u32 "kltr" magic | 4 u8 dtype | 5 u8 rank | 6 u8 interleave | 7 u8 swizzle
+ *   8 u8 L2 promotion | 9 u8 fill | 10..14 u8 element strides | 15 zero
+ *   16 u64 address | 24 u64 extents[5] | 64 u64 strides[4] | 96 u16 boxes[5] | 106..127 zero
+ * Unused dimensions are zero. decode returns 0 for bytes that are not such
+ * an encoding (wrong magic, or fields out of range). */
+#define KL_TENSOR_MAP_REFERENCE_MAGIC 0x72746c6bu /* "kltr" */
+void kl_tensor_map_reference_encode(const kl_tensor_map_request *request, void *opaque);
+int kl_tensor_map_reference_decode(const void *opaque, kl_tensor_map_request *request);
+
 /* ---- private: used by generated code ---------------------------------- */
 
 /* Who asks, for messages: "kl_copy_src_encode" and the spec position of the
@@ -154,3 +167,289 @@ kl_status kl__tensor_map_check(const kl_kernel *kernel, const kl_tensor_map *map
 }
 #endif
 #endif /* KLAUNCH_TENSOR_MAP_H */
+
+/* ======================================================================== */
+#ifdef KLAUNCH_IMPLEMENTATION
+#ifndef KLAUNCH_TENSOR_MAP_IMPLEMENTATION_DONE
+#define KLAUNCH_TENSOR_MAP_IMPLEMENTATION_DONE
+
+#include <stdio.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+uint32_t kl_tensor_map_dtype_size(uint32_t dtype) {
+    switch (dtype) {
+    case KL_TENSOR_MAP_U8:
+        return 1u;
+    case KL_TENSOR_MAP_U16:
+    case KL_TENSOR_MAP_F16:
+    case KL_TENSOR_MAP_BF16:
+        return 2u;
+    case KL_TENSOR_MAP_U32:
+    case KL_TENSOR_MAP_I32:
+    case KL_TENSOR_MAP_F32:
+        return 4u;
+    case KL_TENSOR_MAP_U64:
+    case KL_TENSOR_MAP_I64:
+    case KL_TENSOR_MAP_F64:
+        return 8u;
+    default:
+        return 0u;
+    }
+}
+
+static const char *kl__tensor_map_dtype_name(uint32_t dtype) {
+    static const char *const names[] = {"u8", "u16", "u32", "i32", "u64", "i64", "f16", "f32", "f64", "bf16"};
+    return dtype < sizeof names / sizeof names[0] ? names[dtype] : "?";
+}
+
+static const char *kl__tensor_map_swizzle_name(uint32_t s) {
+    static const char *const names[] = {"none", "32B", "64B", "128B"};
+    return s < 4u ? names[s] : "?";
+}
+
+/* "kl_copy_src_encode: src" or "kl_tensor_map_encode_tiled", and " [spec:line:col]" or "". */
+static void kl__tensor_map_who(const kl__tensor_map_site *site, char *who, size_t cap, char *where, size_t wcap) {
+    if (site->param)
+        snprintf(who, cap, "%s: tensor map %s", site->function, site->param);
+    else
+        snprintf(who, cap, "%s", site->function);
+    if (site->spec_file)
+        snprintf(where, wcap, " [%s:%u:%u]", site->spec_file, (unsigned)site->line, (unsigned)site->col);
+    else
+        where[0] = '\0';
+}
+
+#define KL__TM_FAIL(status, fmt, ...)                                                    \
+    do {                                                                                 \
+        char kl__who[160], kl__where[200];                                               \
+        kl__tensor_map_who(site, kl__who, sizeof kl__who, kl__where, sizeof kl__where);  \
+        return kl__fail(status, "%s: " fmt "%s", kl__who, __VA_ARGS__, kl__where);       \
+    } while (0)
+
+/* Every rule of cuTensorMapEncodeTiled (cuda.h, CUDA 13.0) for the modes
+ * klaunch encodes, in the order the request lists its fields. */
+static kl_status kl__tensor_map_validate(const kl_tensor_map_request *r, const kl__tensor_map_site *site) {
+    const uint32_t esize = kl_tensor_map_dtype_size(r->dtype);
+    const uint64_t stride_align = r->interleave == KL_TENSOR_MAP_INTERLEAVE_32B ? 32u : 16u;
+    uint32_t i;
+    if (esize == 0u)
+        KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "dtype %u is not one klaunch encodes (u8, u16, u32, i32, u64, i64, f16, f32, "
+                                         "f64, bf16: KL_TENSOR_MAP_*)",
+                    (unsigned)r->dtype);
+    if (r->rank < 1u || r->rank > KL_TENSOR_MAP_MAX_RANK)
+        KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "rank %u is outside 1..5", (unsigned)r->rank);
+    if (r->interleave > KL_TENSOR_MAP_INTERLEAVE_32B)
+        KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "interleave %u is not none (0), 16B (1) or 32B (2)", (unsigned)r->interleave);
+    if (r->interleave != KL_TENSOR_MAP_INTERLEAVE_NONE && r->rank < 3u)
+        KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "an interleaved map needs rank 3 or more; this one has rank %u",
+                    (unsigned)r->rank);
+    if (r->swizzle > KL_TENSOR_MAP_SWIZZLE_128B)
+        KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "swizzle %u is not none (0), 32B (1), 64B (2) or 128B (3)", (unsigned)r->swizzle);
+    if (r->interleave == KL_TENSOR_MAP_INTERLEAVE_32B && r->swizzle != KL_TENSOR_MAP_SWIZZLE_32B)
+        KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "interleave 32B needs swizzle 32B; this map has swizzle %s",
+                    kl__tensor_map_swizzle_name(r->swizzle));
+    if (r->l2_promotion > KL_TENSOR_MAP_L2_256B)
+        KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "L2 promotion %u is not none (0), 64B (1), 128B (2) or 256B (3)",
+                    (unsigned)r->l2_promotion);
+    if (r->oob_fill > KL_TENSOR_MAP_FILL_NAN)
+        KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "out-of-bounds fill %u is not zero (0) or NaN (1)", (unsigned)r->oob_fill);
+    if (r->oob_fill == KL_TENSOR_MAP_FILL_NAN && r->dtype != KL_TENSOR_MAP_F16 && r->dtype != KL_TENSOR_MAP_F32 &&
+        r->dtype != KL_TENSOR_MAP_F64 && r->dtype != KL_TENSOR_MAP_BF16)
+        KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "NaN out-of-bounds fill needs a floating-point dtype; this map's is %s",
+                    kl__tensor_map_dtype_name(r->dtype));
+    if (r->address == NULL) KL__TM_FAIL(KL_ERROR_NULL_POINTER, "the global address is NULL%s", "");
+    if ((uintptr_t)r->address % stride_align != 0u)
+        KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "the global address %p is not %u-byte aligned%s", r->address,
+                    (unsigned)stride_align, stride_align == 32u ? " (interleave 32B)" : "");
+    for (i = 0; i < r->rank; i++) {
+        if (r->extent[i] == 0u || r->extent[i] > ((uint64_t)1 << 32))
+            KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "extent%u = %llu is outside 1..2^32", (unsigned)i,
+                        (unsigned long long)r->extent[i]);
+    }
+    for (i = 1; i < r->rank; i++) {
+        const uint64_t s = r->stride[i - 1];
+        if (s % stride_align != 0u)
+            KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "stride%u = %llu bytes is not a multiple of %u", (unsigned)i,
+                        (unsigned long long)s, (unsigned)stride_align);
+        if (s >= ((uint64_t)1 << 40))
+            KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "stride%u = %llu bytes is not below 2^40", (unsigned)i,
+                        (unsigned long long)s);
+    }
+    for (i = 0; i < r->rank; i++) {
+        if (r->box[i] == 0u || r->box[i] > 256u)
+            KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "box%u = %u is outside 1..256", (unsigned)i, (unsigned)r->box[i]);
+        if (r->element_stride[i] == 0u || r->element_stride[i] > 8u)
+            KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "element stride %u = %u is outside 1..8", (unsigned)i,
+                        (unsigned)r->element_stride[i]);
+    }
+    if (r->interleave == KL_TENSOR_MAP_INTERLEAVE_NONE) {
+        const uint64_t inner = (uint64_t)r->box[0] * esize;
+        if (inner % 16u != 0u)
+            KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "box0 = %u elements of %s is %llu bytes, not a multiple of 16",
+                        (unsigned)r->box[0], kl__tensor_map_dtype_name(r->dtype), (unsigned long long)inner);
+        if (r->swizzle != KL_TENSOR_MAP_SWIZZLE_NONE && inner > (16u << r->swizzle))
+            KL__TM_FAIL(KL_ERROR_TENSOR_MAP,
+                        "box0 = %u elements of %s is %llu bytes, more than the %s swizzle's span of %u bytes",
+                        (unsigned)r->box[0], kl__tensor_map_dtype_name(r->dtype), (unsigned long long)inner,
+                        kl__tensor_map_swizzle_name(r->swizzle), (unsigned)(16u << r->swizzle));
+    }
+    return KL_SUCCESS;
+}
+
+kl_status kl__tensor_map_encode(const kl_backend *backend, const kl_tensor_map_request *request, kl_tensor_map *map,
+                                const kl__tensor_map_site *site) {
+    kl_tensor_map tmp;
+    kl_status st;
+    if (map == NULL) KL__TM_FAIL(KL_ERROR_NULL_POINTER, "the map to encode into is NULL%s", "");
+    if ((uintptr_t)map % 64u != 0u)
+        KL__TM_FAIL(KL_ERROR_INVALID_ARGUMENT, "the map's storage at %p is not 64-byte aligned (the driver needs it)",
+                    (void *)map);
+    if (request == NULL) KL__TM_FAIL(KL_ERROR_NULL_POINTER, "the request is NULL%s", "");
+    if (backend == NULL || backend->ops == NULL)
+        KL__TM_FAIL(KL_ERROR_INVALID_ARGUMENT, "no backend to encode with (a NULL or uninitialised one)%s", "");
+    st = kl__tensor_map_validate(request, site);
+    if (st != KL_SUCCESS) return st;
+    if (backend->ops->tensor_map_encode == NULL)
+        KL__TM_FAIL(KL_ERROR_UNSUPPORTED, "the %s backend encodes no tensor maps", backend->ops->name);
+    memset(&tmp, 0, sizeof tmp);
+    st = backend->ops->tensor_map_encode(backend, request, tmp.opaque);
+    if (st != KL_SUCCESS) return st;
+    tmp.request = *request;
+    tmp.backend = backend;
+    tmp.magic = KL__TENSOR_MAP_MAGIC;
+    *map = tmp;
+    return KL_SUCCESS;
+}
+
+kl_status kl_tensor_map_encode_tiled(const kl_backend *backend, const kl_tensor_map_request *request,
+                                     kl_tensor_map *map) {
+    static const kl__tensor_map_site site = {"kl_tensor_map_encode_tiled", NULL, NULL, 0, 0};
+    return kl__tensor_map_encode(backend, request, map, &site);
+}
+
+kl_status kl__tensor_map_stride_bytes(uint64_t stride_elems, uint32_t dtype, uint32_t dim, uint64_t *bytes,
+                                      const kl__tensor_map_site *site) {
+    const uint64_t esize = kl_tensor_map_dtype_size(dtype);
+    if (esize != 0u && stride_elems > UINT64_MAX / esize)
+        KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "stride%u = %llu elements overflows 64 bits in bytes", (unsigned)dim,
+                    (unsigned long long)stride_elems);
+    *bytes = stride_elems * esize;
+    return KL_SUCCESS;
+}
+
+/* "(64, 32)" */
+static void kl__tensor_map_dims(const uint32_t *v, uint32_t n, char *buf, size_t cap) {
+    size_t used = 0;
+    uint32_t i;
+    buf[0] = '\0';
+    for (i = 0; i < n && used < cap; i++) {
+        int w = snprintf(buf + used, cap - used, "%s%u%s", i ? ", " : "(", (unsigned)v[i], i + 1 == n ? ")" : "");
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+}
+
+kl_status kl__tensor_map_check(const kl_kernel *kernel, const kl_tensor_map *map,
+                               const kl_tensor_map_request *expect, const kl__tensor_map_site *site) {
+    const kl_tensor_map_request *got;
+    if (map == NULL) KL__TM_FAIL(KL_ERROR_NULL_POINTER, "the map is NULL%s", "");
+    if (map->magic != KL__TENSOR_MAP_MAGIC)
+        KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "the map was never encoded (encode it with %s_encode first)",
+                    site->function);
+    if (map->backend != kernel->backend)
+        KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "the map was encoded by the %s backend at %p; the kernel runs on the %s "
+                                         "backend at %p",
+                    map->backend && map->backend->ops ? map->backend->ops->name : "?", (const void *)map->backend,
+                    kernel->backend && kernel->backend->ops ? kernel->backend->ops->name : "?",
+                    (const void *)kernel->backend);
+    got = &map->request;
+    if (got->dtype != expect->dtype || got->rank != expect->rank)
+        KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "the map is %s of rank %u; the kernel takes %s of rank %u",
+                    kl__tensor_map_dtype_name(got->dtype), (unsigned)got->rank,
+                    kl__tensor_map_dtype_name(expect->dtype), (unsigned)expect->rank);
+    if (memcmp(got->box, expect->box, sizeof got->box[0] * expect->rank) != 0 ||
+        memcmp(got->element_stride, expect->element_stride, sizeof got->element_stride[0] * expect->rank) != 0) {
+        char a[64], b[64], c[64], d[64];
+        kl__tensor_map_dims(got->box, got->rank, a, sizeof a);
+        kl__tensor_map_dims(expect->box, expect->rank, b, sizeof b);
+        kl__tensor_map_dims(got->element_stride, got->rank, c, sizeof c);
+        kl__tensor_map_dims(expect->element_stride, expect->rank, d, sizeof d);
+        KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "the map's box is %s with element strides %s; the loaded variant's kernel "
+                                         "copies boxes of %s with element strides %s (a map built for another "
+                                         "launcher or variant?)",
+                    a, c, b, d);
+    }
+    if (got->swizzle != expect->swizzle || got->interleave != expect->interleave ||
+        got->l2_promotion != expect->l2_promotion || got->oob_fill != expect->oob_fill)
+        KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "the map has swizzle %s, interleave %u, L2 promotion %u, fill %u; the kernel "
+                                         "expects swizzle %s, interleave %u, L2 promotion %u, fill %u",
+                    kl__tensor_map_swizzle_name(got->swizzle), (unsigned)got->interleave,
+                    (unsigned)got->l2_promotion, (unsigned)got->oob_fill,
+                    kl__tensor_map_swizzle_name(expect->swizzle), (unsigned)expect->interleave,
+                    (unsigned)expect->l2_promotion, (unsigned)expect->oob_fill);
+    return KL_SUCCESS;
+}
+
+#undef KL__TM_FAIL
+
+static void kl__tm_put(unsigned char *p, uint64_t v, int n) {
+    int i;
+    for (i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t kl__tm_get(const unsigned char *p, int n) {
+    uint64_t v = 0;
+    int i;
+    for (i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+void kl_tensor_map_reference_encode(const kl_tensor_map_request *r, void *opaque) {
+    unsigned char *p = (unsigned char *)opaque;
+    uint32_t i, rank = r->rank <= KL_TENSOR_MAP_MAX_RANK ? r->rank : KL_TENSOR_MAP_MAX_RANK;
+    memset(p, 0, 128);
+    kl__tm_put(p, KL_TENSOR_MAP_REFERENCE_MAGIC, 4);
+    p[4] = (unsigned char)r->dtype;
+    p[5] = (unsigned char)r->rank;
+    p[6] = (unsigned char)r->interleave;
+    p[7] = (unsigned char)r->swizzle;
+    p[8] = (unsigned char)r->l2_promotion;
+    p[9] = (unsigned char)r->oob_fill;
+    kl__tm_put(p + 16, (uint64_t)(uintptr_t)r->address, 8);
+    for (i = 0; i < rank; i++) {
+        p[10 + i] = (unsigned char)r->element_stride[i];
+        kl__tm_put(p + 24 + 8 * i, r->extent[i], 8);
+        kl__tm_put(p + 96 + 2 * i, r->box[i], 2);
+        if (i > 0) kl__tm_put(p + 64 + 8 * (i - 1), r->stride[i - 1], 8);
+    }
+}
+
+int kl_tensor_map_reference_decode(const void *opaque, kl_tensor_map_request *r) {
+    const unsigned char *p = (const unsigned char *)opaque;
+    uint32_t i;
+    memset(r, 0, sizeof *r);
+    if (kl__tm_get(p, 4) != KL_TENSOR_MAP_REFERENCE_MAGIC || p[5] < 1u || p[5] > KL_TENSOR_MAP_MAX_RANK) return 0;
+    r->dtype = p[4];
+    r->rank = p[5];
+    r->interleave = p[6];
+    r->swizzle = p[7];
+    r->l2_promotion = p[8];
+    r->oob_fill = p[9];
+    r->address = (const void *)(uintptr_t)kl__tm_get(p + 16, 8);
+    for (i = 0; i < r->rank; i++) {
+        r->element_stride[i] = p[10 + i];
+        r->extent[i] = kl__tm_get(p + 24 + 8 * i, 8);
+        r->box[i] = (uint32_t)kl__tm_get(p + 96 + 2 * i, 2);
+        if (i > 0) r->stride[i - 1] = kl__tm_get(p + 64 + 8 * (i - 1), 8);
+    }
+    return kl_tensor_map_dtype_size(r->dtype) != 0u;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KLAUNCH_TENSOR_MAP_IMPLEMENTATION_DONE */
+#endif /* KLAUNCH_IMPLEMENTATION */

@@ -58,7 +58,7 @@ static kl_status fake_launch(const kl_backend *be, const kl_launch *l) {
     for (i = 0; i < d->num_params; i++) memcpy(arg_bytes + d->params[i].offset, l->args[i], d->params[i].size);
     return KL_SUCCESS;
 }
-static const kl_backend_ops fake_ops = {"fake", NULL, NULL, NULL, NULL, fake_launch, NULL};
+static const kl_backend_ops fake_ops = {"fake", NULL, NULL, NULL, NULL, fake_launch, NULL, NULL};
 static kl_backend fake = {&fake_ops};
 /* A loaded module as far as a launcher looks: its magic and load id. */
 static kl_module fake_module;
