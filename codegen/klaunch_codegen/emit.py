@@ -13,6 +13,7 @@ import jinja2
 
 from . import REGENERATE_COMMAND, RUNTIME_ABI, __version__
 from . import expr as ex
+from . import schema
 from .model import LauncherResolver
 
 _TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
@@ -187,6 +188,45 @@ class CheckView:
                 self.values.append("(uint64_t)%s" % name)
 
 
+class TensorMapView:
+    """One tensor-map parameter: its builder, the request its spec fixes
+    (the box evaluated in C from the loaded variant's constants) and the
+    sites its messages name."""
+
+    def __init__(self, launcher, param, resolver):
+        t = param.type.tmap
+        self.name = param.name
+        self.builder = "kl_%s_%s_encode" % (launcher.name, param.name)
+        self.request = "kl__%s_%s_request" % (launcher.name, param.name)
+        self.site = "kl__%s_%s_site" % (launcher.name, param.name)
+        self.encode_site = "kl__%s_%s_encode_site" % (launcher.name, param.name)
+        self.line, self.col = param.pos
+        self.dtype = t.dtype_c
+        self.dtype_spec = t.dtype
+        self.address_c = "const %s *" % schema.C_ELEM[t.dtype]
+        self.rank = t.rank
+        self.box = []  # (index, text, C or None for a literal, value of a literal)
+        temps = 0
+        self.box_can_fail = False
+        for i, e in enumerate(t.box):
+            if not e.names:
+                self.box.append((i, e.text, None, ex.evaluate(e.tree, {})))
+                continue
+            c, n = ex.to_c(e.tree, resolver)
+            temps = max(temps, n)
+            self.box_can_fail = self.box_can_fail or ex.can_fail(e.tree, resolver)
+            self.box.append((i, e.text, c, None))
+        self.box_reads_consts = any(c is not None for _, _, c, _ in self.box)
+        self.temps = ["kl__t%d" % i for i in range(temps)]
+        self.element_strides = t.strides
+        self.options = [(k, t.option_value(k), t.options[k]) for k in ("interleave", "swizzle", "l2_promotion", "oob_fill")]
+        self.describe = t.describe()
+
+    def builder_params(self):
+        return (["kl_tensor_map *map", self.address_c + "address"] + ["uint64_t extent%d" % i for i in range(self.rank)]
+                + ["uint64_t stride%d" % i for i in range(1, self.rank)])
+
+
 _GRID_LIMIT = {"x": "KL__GRID_X_MAX", "y": "KL__GRID_YZ_MAX", "z": "KL__GRID_YZ_MAX"}
 _BLOCK_LIMIT = {"x": "KL__BLOCK_XY_MAX", "y": "KL__BLOCK_XY_MAX", "z": "KL__BLOCK_Z_MAX"}
 _AXIS = {"x": 0, "y": 1, "z": 2}
@@ -250,8 +290,9 @@ class LauncherView:
         read = set()
         for c in launcher.checks:
             read.update(c.args)
-        # prepare() takes what it checks: pointers (NULL) and what expressions read.
-        self.prepare_params = [p for p in launcher.params if p.type.is_pointer or p.name in read]
+        # prepare() takes what it checks: pointers (NULL), tensor maps and what expressions read.
+        self.prepare_params = [p for p in launcher.params if p.type.is_pointer or p.type.is_tensor_map or p.name in read]
+        self.tensor_maps = [TensorMapView(launcher, p, r) for p in launcher.params if p.type.is_tensor_map]
         self.unchecked_params = [p for p in launcher.params if p not in self.prepare_params]
         self.pointers = [p for p in launcher.params if p.type.is_pointer]
         self.bools = [p for p in launcher.kernel_params if p.type.name == "bool"]
@@ -285,7 +326,7 @@ class LauncherView:
         where = "%s:%d:%d" % (self.spec_path, self.line, self.col)
         out = [("kl__fn<kl__F>::is_kernel", "klaunch: %s is not a kernel (a function returning void) [%s]" % (self.entry, where))]
         for i, p in enumerate(self.kernel_params):
-            t = p.type.cuda.strip()
+            t = p.type.cuda_value
             at = "%s:%d:%d" % (self.spec_path, p.pos[0], p.pos[1])
             out.append((
                 "kl__fn<kl__F>::arity >= %d" % (i + 1),
@@ -308,6 +349,8 @@ class LauncherView:
             self.entry, self.spec_path, self.line, self.col)
 
     def arg_ref(self, p):
+        if p.type.is_tensor_map:
+            return "%s->opaque" % p.name  # the 128 bytes the kernel receives
         return "&kl__%s" % p.name if p.type.name == "bool" else "&%s" % p.name
 
 
@@ -363,6 +406,25 @@ def _fixed_values(spec, launcher):
         v = values(e, None if e.names else ex.evaluate(e.tree, {}))
         if v is not None:
             out.append(("KL_MAX_DYNAMIC_SHARED_%s" % launcher.entry, v))
+    for p in launcher.kernel_params:
+        if not p.type.is_tensor_map:
+            continue
+        t = p.type.tmap
+        boxes = [values(e, None if e.names else ex.evaluate(e.tree, {})) for e in t.box]
+        for i, v in enumerate(boxes):
+            out.append(("KL_TMAP_%s_%s_BOX%d" % (launcher.entry, p.name, i), v))
+        # Bytes one copy lands in shared memory: what its mbarrier expects.
+        names = [v.name for v in variants] or [None]
+        per = []
+        for n in names:
+            total = t.esize
+            for v, stride in zip(boxes, t.strides):
+                vals = dict(v)
+                extent = vals[None] if None in vals else vals[n]
+                total *= -(-extent // stride)
+            per.append((n, total))
+        out.append(("KL_TMAP_%s_%s_BYTES" % (launcher.entry, p.name),
+                    [(None, per[0][1])] if len({x for _, x in per}) == 1 else per))
     return out
 
 
@@ -415,7 +477,8 @@ def _views(spec):
 def render_header(spec):
     launchers = _views(spec)
     return env().get_template("header.h.j2").render(
-        spec=spec, launchers=launchers, guard="KLAUNCH_%s_H" % spec.family.upper(), file="klaunch/%s.h" % spec.family
+        spec=spec, launchers=launchers, guard="KLAUNCH_%s_H" % spec.family.upper(), file="klaunch/%s.h" % spec.family,
+        has_tensor_maps=any(l.tensor_maps for l in launchers),
     )
 
 
@@ -433,7 +496,7 @@ def render_cuh(spec):
     fixed = [(n, v) for n, v in fixed.items() if n not in conflicting]
     return env().get_template("kernel.cuh.j2").render(
         spec=spec, launchers=launchers, kernels=kernels, fixed=fixed, guard="KLAUNCH_%s_CUH" % spec.family.upper(),
-        file="klaunch/%s.cuh" % spec.family
+        file="klaunch/%s.cuh" % spec.family, has_tensor_maps=any(l.tensor_maps for l in launchers),
     )
 
 

@@ -443,9 +443,9 @@ def check(node, resolve, want):
             t = b.ptype
             if t is None:  # its type was reported already
                 return None
-            if t.is_pointer:
+            if t.is_pointer or t.is_tensor_map:
                 errors.append(
-                    ExprError(n.pos, "parameter '%s' is a pointer (%s)" % (n.name, t.spec), "expressions read only u32, u64, i32 and bool parameters")
+                    ExprError(n.pos, "parameter '%s' is a %s (%s)" % (n.name, "pointer" if t.is_pointer else "tensor map", t.spec), "expressions read only u32, u64, i32 and bool parameters")
                 )
                 return None
             if t.name == "f32":

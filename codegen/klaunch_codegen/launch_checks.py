@@ -156,7 +156,8 @@ class LaunchChecks:
         proves them, and -Werror refuses), then, per variant, checks that
         always fail, preconditions never true, grid extents always 0, and
         block or shared-memory values always over their limits."""
-        params = {p.name: p.type.name for p in launcher.params if p.type is not None and not p.type.is_pointer}
+        params = {p.name: p.type.name for p in launcher.params
+                  if p.type is not None and not p.type.is_pointer and not p.type.is_tensor_map}
         checks = list(launcher.preconditions) + [launcher.grid[a] for a in DIM_KEYS if a in launcher.grid]
         checks += [launcher.block[a] for a in DIM_KEYS if a in launcher.block]
         if launcher.shared is not None:

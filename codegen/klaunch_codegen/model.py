@@ -9,17 +9,55 @@ from . import expr as ex
 from . import schema
 
 
+class TensorMap:
+    """What a `tensor_map` parameter's spec fixes: everything of the copy
+    but the address, extents and strides (klaunch/tensor_map.h)."""
+
+    def __init__(self, pos):
+        self.pos = pos
+        self.dtype = None  # "bf16" ...
+        self.rank = None
+        self.box = []  # [Expr], innermost first; literals or variant constants
+        self.element_strides = None  # [int] or None: all 1
+        self.options = dict(schema.TENSOR_MAP_DEFAULTS)  # "swizzle" -> "128B" ...
+        self.option_pos = {}
+
+    @property
+    def esize(self):
+        return schema.TENSOR_MAP_DTYPES[self.dtype][1]
+
+    @property
+    def dtype_c(self):
+        return schema.TENSOR_MAP_DTYPES[self.dtype][0]
+
+    def option_value(self, key):
+        return schema.TENSOR_MAP_OPTIONS[key].index(self.options[key])
+
+    @property
+    def strides(self):
+        return self.element_strides or [1] * self.rank
+
+    def describe(self):
+        return "%s, rank %d, box [%s], swizzle %s" % (
+            self.dtype, self.rank, ", ".join(b.text for b in self.box), self.options["swizzle"])
+
+
 class Type:
-    """A parameter type: a scalar name, or a pointer to `elem`."""
+    """A parameter type: a scalar name, a pointer to `elem`, or a tensor map."""
 
     def __init__(self, name, elem=None, const=False):
-        self.name = name  # "u32" ... "bool", or "ptr"
+        self.name = name  # "u32" ... "bool", "ptr" or "tensor_map"
         self.elem = elem
         self.const = const
+        self.tmap = None  # TensorMap, for a tensor map
 
     @property
     def is_pointer(self):
         return self.name == "ptr"
+
+    @property
+    def is_tensor_map(self):
+        return self.name == schema.TENSOR_MAP
 
     @property
     def spec(self):
@@ -32,19 +70,38 @@ class Type:
 
     @property
     def c(self):
+        if self.is_tensor_map:
+            return "const kl_tensor_map *"
         return self._ptr(schema.C_ELEM) if self.is_pointer else schema.C_SCALAR[self.name]
 
     @property
     def cuda(self):
+        if self.is_tensor_map:
+            return "const __grid_constant__ CUtensorMap"
         return self._ptr(schema.CUDA_ELEM) if self.is_pointer else schema.CUDA_SCALAR[self.name]
 
     @property
+    def cuda_value(self):
+        """The parameter's type in the kernel's function type (top-level
+        const and attributes dropped), for the signature checks."""
+        return "CUtensorMap" if self.is_tensor_map else self.cuda.strip()
+
+    @property
     def kind(self):
+        if self.is_tensor_map:
+            return "KL_PARAM_TENSOR_MAP"
         return "KL_PARAM_PTR" if self.is_pointer else schema.PARAM_KIND[self.name]
 
     @property
     def size(self):
+        if self.is_tensor_map:
+            return schema.TENSOR_MAP_SIZE
         return 8 if self.is_pointer else schema.PARAM_SIZE[self.name]
+
+    @property
+    def align(self):
+        """Alignment in the kernel's parameter buffer (natural; a tensor map 128)."""
+        return schema.TENSOR_MAP_ALIGN if self.is_tensor_map else self.size
 
 
 

@@ -9,8 +9,9 @@ import re
 # ---- types --------------------------------------------------------------------
 
 SCALAR_TYPES = ("u32", "u64", "i32", "f32", "bool")
+# (tensor_map is a type too; see TENSOR_MAP below)
 POINTER_ELEMENTS = ("bf16", "f16", "fp8_e4m3", "f32", "i32", "u32", "u8", "void")
-TYPE_EXPECTED = "expected u32, u64, i32, f32, bool, T* or const T*"
+TYPE_EXPECTED = "expected u32, u64, i32, f32, bool, T*, const T* or tensor_map"
 
 C_SCALAR = {"u32": "uint32_t", "u64": "uint64_t", "i32": "int32_t", "f32": "float", "bool": "bool"}
 C_ELEM = {
@@ -37,6 +38,36 @@ CUDA_ELEM = {
 PARAM_KIND = {"u32": "KL_PARAM_U32", "u64": "KL_PARAM_U64", "i32": "KL_PARAM_I32", "f32": "KL_PARAM_F32", "bool": "KL_PARAM_BOOL"}
 PARAM_SIZE = {"u32": 4, "u64": 8, "i32": 4, "f32": 4, "bool": 4}
 
+# Tensor maps (`type: tensor_map`, klaunch/tensor_map.h): a CUtensorMap by
+# value, 128 bytes at 128-byte alignment (CUDA 13's cuda.h declares it
+# alignas(128); the copy engine needs 64). Element types: the copy engine's
+# dtype (cuda.h's CUtensorMapDataType) and bytes; fp8 moves as u8.
+TENSOR_MAP = "tensor_map"
+TENSOR_MAP_SIZE = 128
+TENSOR_MAP_ALIGN = 128
+TENSOR_MAP_KEYS = ("dtype", "rank", "box", "element_strides", "swizzle", "interleave", "l2_promotion", "oob_fill")
+TENSOR_MAP_DTYPES = {
+    "bf16": ("KL_TENSOR_MAP_BF16", 2),
+    "f16": ("KL_TENSOR_MAP_F16", 2),
+    "f32": ("KL_TENSOR_MAP_F32", 4),
+    "i32": ("KL_TENSOR_MAP_I32", 4),
+    "u32": ("KL_TENSOR_MAP_U32", 4),
+    "u8": ("KL_TENSOR_MAP_U8", 1),
+    "fp8_e4m3": ("KL_TENSOR_MAP_U8", 1),
+}
+TENSOR_MAP_FLOAT_DTYPES = ("bf16", "f16", "f32")
+# Each option's spellings in a spec, in cuda.h's order (the value is the index).
+TENSOR_MAP_OPTIONS = {
+    "swizzle": ("none", "32B", "64B", "128B"),
+    "interleave": ("none", "16B", "32B"),
+    "l2_promotion": ("none", "64B", "128B", "256B"),
+    "oob_fill": ("zero", "nan"),
+}
+TENSOR_MAP_DEFAULTS = {"swizzle": "none", "interleave": "none", "l2_promotion": "128B", "oob_fill": "zero"}
+TENSOR_MAP_MAX_RANK = 5
+TENSOR_MAP_BOX_MAX = 256
+TENSOR_MAP_ELEMENT_STRIDE_MAX = 8
+
 # ---- the spec file ---------------------------------------------------------------
 
 # A spec is a regular file of at most this many bytes: a 10,000-launcher
@@ -50,7 +81,7 @@ TOP_KEYS = ("family", "doc", "variants", "launchers")
 VARIANT_KEYS = ("doc", "constants")
 LAUNCHER_KEYS = ("name", "entry", "doc", "params", "grid", "block", "shared_bytes", "max_dynamic_shared", "preconditions", "launch_attributes", "arch")
 ATTRIBUTE_KEYS = ("cluster", "programmatic_serialization", "cooperative")
-PARAM_KEYS = ("name", "type", "launch_only", "doc")
+PARAM_KEYS = ("name", "type", "launch_only", "doc", "tensor_map")
 # arch: sm_<N> with an optional a (arch-specific) or f (family-specific) suffix.
 ARCH_PATTERN = r"^sm_[0-9]{2,3}[af]?$"
 DIM_KEYS = ("x", "y", "z")
@@ -67,7 +98,10 @@ REQUIRED_HINTS = {
     "x": "x is required; y and z default to 1",
     "check": "add check: <condition>",
     "message": "say what the caller got wrong, for the error message",
-    "type": "add type: u32 (or u64, i32, f32, bool, T*, const T*)",
+    "type": "add type: u32 (or u64, i32, f32, bool, T*, const T*, tensor_map)",
+    "dtype": "add dtype: bf16 (the element type the map copies)",
+    "rank": "add rank: 2 (dimensions, 1 to 5)",
+    "box": "add box: [64, 32] (elements per dimension of one copy, innermost first)",
 }
 
 

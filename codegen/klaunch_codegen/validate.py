@@ -19,8 +19,16 @@ import stat
 from . import expr as ex
 from .names import header_name_problem
 from .launch_checks import LaunchChecks
-from .model import Check, Expr, Launcher, Param, Spec, Type, Variant
+from .model import Check, Expr, Launcher, Param, Spec, TensorMap, Type, Variant
 from .schema import (
+    TENSOR_MAP,
+    TENSOR_MAP_BOX_MAX,
+    TENSOR_MAP_DTYPES,
+    TENSOR_MAP_ELEMENT_STRIDE_MAX,
+    TENSOR_MAP_FLOAT_DTYPES,
+    TENSOR_MAP_KEYS,
+    TENSOR_MAP_MAX_RANK,
+    TENSOR_MAP_OPTIONS,
     ARCH_PATTERN,
     BLOCK_LIMITS,
     C_KEYWORDS,
@@ -76,11 +84,11 @@ def parse_type(text):
             )
         return Type("ptr", elem, bool(m.group(1))), None
     word = text.strip()
-    if word in SCALAR_TYPES:
+    if word in SCALAR_TYPES or word == TENSOR_MAP:
         return Type(word), None
     if re.match(r"^const\s+\w+$", word):
         return None, ("'%s': const applies only to pointers" % word, "write %s for a scalar, or const %s* for a pointer" % (word[5:].strip(), word[5:].strip()))
-    guess = ex.did_you_mean(word, SCALAR_TYPES + tuple(e + "*" for e in POINTER_ELEMENTS))
+    guess = ex.did_you_mean(word, SCALAR_TYPES + (TENSOR_MAP,) + tuple(e + "*" for e in POINTER_ELEMENTS))
     return None, (
         "unknown type '%s' (%s)" % (word, TYPE_EXPECTED),
         ("did you mean '%s'?" % guess) if guess else "device pointer element types are %s" % ", ".join(POINTER_ELEMENTS),
@@ -443,6 +451,7 @@ class _Validator(LaunchChecks):
             self.launch_attributes(f["launch_attributes"][1], launcher, label)
         if "arch" in f:
             self.arch(f["arch"][1], launcher, label)
+        self.tensor_map_boxes(launcher, label, spec)
         self.limits(launcher, label)
         self.shared_fits(launcher, label, spec)
         if not self.failed:
@@ -452,7 +461,7 @@ class _Validator(LaunchChecks):
         for c in launcher.preconditions + list(launcher.grid.values()) + list(launcher.block.values()) + ([launcher.shared] if launcher.shared else []):
             used.update(c.args)
         for p in launcher.params:
-            if p.launch_only and p.type is not None and not p.type.is_pointer and p.name not in used:
+            if p.launch_only and p.type is not None and not p.type.is_pointer and not p.type.is_tensor_map and p.name not in used:
                 self.err(
                     p.pos,
                     "launch-only parameter '%s' of %s is not used" % (p.name, label),
@@ -493,6 +502,7 @@ class _Validator(LaunchChecks):
             if not is_scalar(vnode):
                 self.err(node_pos(vnode), "the type of parameter '%s' must be text, got %s" % (knode.value, kind_of(vnode)), "write name: type, e.g. n: u32")
             type_node, launch_only, doc, pos = vnode, False, "", node_pos(knode)
+            tmap_node = None
         else:
             where = "in a parameter of %s" % label
             f = self.fields(node, where, PARAM_KEYS, ("name", "type"))
@@ -508,18 +518,191 @@ class _Validator(LaunchChecks):
                     launch_only = scalar_bool(lnode)
             doc = self.doc(f)
             pos = node_pos(f["name"][1]) if "name" in f else node_pos(node)
+            tmap_node = f["tensor_map"] if "tensor_map" in f else None
         ptype = None
         if type_text is not None:
             ptype, problem = parse_type(type_text)
             if problem:
                 self.err(node_pos(type_node), *problem)
+        if ptype is not None and ptype.is_tensor_map:
+            if tmap_node is None:
+                self.err(node_pos(type_node), "tensor_map parameter '%s' does not say what it maps" % (name or "?"),
+                         "write the long form: {name: %s, type: tensor_map, tensor_map: {dtype: bf16, rank: 2, box: [64, 32]}}" % (name or "src"))
+                ptype = None
+            else:
+                ptype.tmap = self.tensor_map(tmap_node[1], name or "?")
+                if ptype.tmap is None:
+                    ptype = None
+        elif tmap_node is not None and ptype is not None:
+            self.err(node_pos(tmap_node[0]), "parameter '%s' has tensor_map: but its type is %s" % (name or "?", ptype.spec),
+                     "set type: tensor_map, or remove the tensor_map: mapping")
         if name is None:
             return None
+        if launch_only and ptype is not None and ptype.is_tensor_map:
+            self.err(pos, "launch-only parameter '%s' is a tensor map" % name, "a tensor map goes to the kernel; drop launch_only")
         if launch_only and ptype is not None and ptype.is_pointer:
             self.err(pos, "launch-only parameter '%s' is a pointer (%s)" % (name, ptype.spec), "only integer parameters can size a launch; a device pointer goes to the kernel")
         # Kept even when its type is bad, so expressions naming it do not
         # add an 'unknown name' to the report.
         return Param(name, ptype, launch_only, doc, pos)
+
+    def tensor_map(self, node, pname):
+        """The TensorMap of a `tensor_map:` mapping (its box still
+        unevaluated), or None after reporting."""
+        where = "in tensor_map of parameter '%s'" % pname
+        if not self.want_mapping(node, "tensor_map of parameter '%s'" % pname):
+            return None
+        f = self.fields(node, where, TENSOR_MAP_KEYS, ("dtype", "rank", "box"))
+        t = TensorMap(node_pos(node))
+        ok = True
+        if "dtype" in f:
+            vnode = f["dtype"][1]
+            if not is_scalar(vnode) or vnode.value not in TENSOR_MAP_DTYPES:
+                shown = ("'%s'" % vnode.value) if is_scalar(vnode) else kind_of(vnode)
+                guess = ex.did_you_mean(vnode.value, tuple(TENSOR_MAP_DTYPES)) if is_scalar(vnode) and vnode.value else None
+                self.err(node_pos(vnode), "dtype %s of tensor map '%s' is not one the copy engine moves" % (shown, pname),
+                         ("did you mean '%s'?" % guess) if guess else "expected one of %s" % ", ".join(TENSOR_MAP_DTYPES))
+                ok = False
+            else:
+                t.dtype = vnode.value
+        else:
+            ok = False
+        if "rank" in f:
+            vnode = f["rank"][1]
+            rank = self.integer(vnode, "rank of tensor map '%s'" % pname) if is_scalar(vnode) and vnode.tag == INT else None
+            if rank is None or not 1 <= rank <= TENSOR_MAP_MAX_RANK:
+                shown = vnode.value if is_scalar(vnode) else kind_of(vnode)
+                self.err(node_pos(vnode), "rank %s of tensor map '%s' is outside 1..%d" % (shown, pname, TENSOR_MAP_MAX_RANK),
+                         "the copy engine moves tensors of 1 to 5 dimensions")
+                ok = False
+            else:
+                t.rank = rank
+        else:
+            ok = False
+        for key, names in TENSOR_MAP_OPTIONS.items():
+            if key not in f:
+                continue
+            vnode = f[key][1]
+            # YAML reads a bare 128B as text, but `none` as a string and
+            # `nan` as a float: compare the scalar's own text.
+            if not is_scalar(vnode) or vnode.value not in names:
+                shown = ("'%s'" % vnode.value) if is_scalar(vnode) else kind_of(vnode)
+                self.err(node_pos(vnode), "%s %s of tensor map '%s' is not one of %s" % (key, shown, pname, ", ".join(names)),
+                         "write one of those, e.g. %s: %s" % (key, names[-1]))
+                ok = False
+            else:
+                t.options[key] = vnode.value
+                t.option_pos[key] = node_pos(vnode)
+        if "box" in f:
+            knode, vnode = f["box"]
+            t.box_pos = node_pos(vnode)
+            if not self.want_list(vnode, "box of tensor map '%s'" % pname, "give one extent per dimension"):
+                ok = False
+            else:
+                t.box_nodes = list(vnode.value)
+                if t.rank is not None and len(t.box_nodes) != t.rank:
+                    self.err(node_pos(vnode), "box of tensor map '%s' has %d entries; its rank is %d" % (pname, len(t.box_nodes), t.rank),
+                             "give one extent per dimension, innermost first")
+                    ok = False
+        else:
+            ok = False
+        if "element_strides" in f:
+            vnode = f["element_strides"][1]
+            if self.want_list(vnode, "element_strides of tensor map '%s'" % pname, "give one stride per dimension"):
+                strides = []
+                for item in vnode.value:
+                    v = self.integer(item, "element stride of tensor map '%s'" % pname) if is_scalar(item) and item.tag == INT else None
+                    if v is None or not 1 <= v <= TENSOR_MAP_ELEMENT_STRIDE_MAX:
+                        self.err(node_pos(item), "element stride %s of tensor map '%s' is outside 1..%d" % (
+                            item.value if is_scalar(item) else kind_of(item), pname, TENSOR_MAP_ELEMENT_STRIDE_MAX),
+                            "the copy engine steps 1 to 8 elements")
+                        ok = False
+                    strides.append(v)
+                if t.rank is not None and len(strides) != t.rank:
+                    self.err(node_pos(vnode), "element_strides of tensor map '%s' has %d entries; its rank is %d" % (pname, len(strides), t.rank),
+                             "give one stride per dimension, innermost first")
+                    ok = False
+                t.element_strides = strides
+            else:
+                ok = False
+        if not ok:
+            return None
+        interleave = t.options["interleave"]
+        if interleave != "none" and t.rank < 3:
+            self.err(t.option_pos["interleave"], "an interleaved tensor map needs rank 3 or more; '%s' has rank %d" % (pname, t.rank),
+                     "use interleave: none, or describe the tensor in 3 or more dimensions")
+            return None
+        if interleave == "32B" and t.options["swizzle"] != "32B":
+            self.err(t.option_pos["interleave"], "interleave 32B needs swizzle 32B (tensor map '%s')" % pname, "write swizzle: 32B")
+            return None
+        if t.options["oob_fill"] == "nan" and t.dtype not in TENSOR_MAP_FLOAT_DTYPES:
+            self.err(t.option_pos["oob_fill"], "a NaN fill needs a floating-point dtype; tensor map '%s' is %s" % (pname, t.dtype),
+                     "use oob_fill: zero")
+            return None
+        return t
+
+    def tensor_map_boxes(self, launcher, label, spec):
+        """Each tensor map's box: expressions of literals and variant
+        constants, in 1..256 for every variant, the innermost one a whole
+        number of 16 bytes and inside the swizzle's span."""
+        consts = []
+        for v in spec.variants:
+            for n, _ in v.constants:
+                if n not in consts:
+                    consts.append(n)
+        resolver = _Resolver([], consts)
+        for p in launcher.params:
+            if p.type is None or not p.type.is_tensor_map:
+                continue
+            t = p.type.tmap
+            what = "box of tensor map '%s'" % p.name
+            params = {q.name for q in launcher.params}
+            for node in t.box_nodes:
+                try:
+                    read = ex.names_read(ex.parse(node.value)) if is_scalar(node) and node.tag != NULL else []
+                except ex.ExprError:
+                    read = []  # reported by expression() below
+                named = [n for n in read if n in params]
+                if named:
+                    self.err(node_pos(node), "%s reads parameter '%s'" % (what, named[0]),
+                             "a box is fixed when the map is encoded: use literals and variant constants")
+                    return
+                e = self.expression(node, what, label, resolver, ex.INT)
+                if e is None:
+                    return
+                t.box.append(e)
+            span = {"none": None, "32B": 32, "64B": 64, "128B": 128}[t.options["swizzle"]]
+            for var in spec.variants or []:
+                env = dict(var.constants)
+                for i, e in enumerate(t.box):
+                    try:
+                        value = ex.evaluate(e.tree, env)
+                    except (ex.EvalError, KeyError):
+                        self.err(e.pos, "%s entry %d = %s cannot be evaluated in variant '%s'" % (what, i, e.text, var.name), "use literals and variant constants")
+                        return
+                    in_variant = " in variant '%s'" % var.name if e.names else ""
+                    shown = e.text if str(value) == e.text else "%s = %d" % (e.text, value)
+                    if not 1 <= value <= TENSOR_MAP_BOX_MAX:
+                        self.err(e.pos, "%s entry %d = %s%s is outside 1..%d" % (what, i, shown, in_variant, TENSOR_MAP_BOX_MAX),
+                                 "the copy engine moves at most 256 elements per dimension")
+                        return
+                    if i == 0 and t.options["interleave"] == "none":
+                        inner = value * t.esize
+                        if inner % 16:
+                            self.err(e.pos, "%s: the innermost extent %s%s is %d bytes of %s, not a multiple of 16" % (
+                                what, shown, in_variant, inner, t.dtype), "the copy engine moves whole 16-byte chunks")
+                            return
+                        if span is not None and inner > span:
+                            self.err(e.pos, "%s: the innermost extent %s%s is %d bytes of %s, more than the %s swizzle's span" % (
+                                what, shown, in_variant, inner, t.dtype, t.options["swizzle"]),
+                                "use a box of at most %d elements there, or a wider swizzle" % (span // t.esize))
+                            return
+                if not spec.variants:
+                    break
+            for e in t.box:
+                for n in e.names:
+                    if n not in launcher.const_names:
+                        launcher.const_names.append(n)
 
     def expression(self, node, what, label, resolver, want, flow=False):
         """Expr, or None after reporting. `flow`: the value sits in a {...} mapping."""
@@ -595,8 +778,10 @@ class _Validator(LaunchChecks):
         """Layout, the block's thread-count check, constant slots, check indexes."""
         offset = 0
         for p in launcher.kernel_params:
-            size = p.type.size
-            offset = (offset + size - 1) // size * size  # natural alignment
+            size, align = p.type.size, p.type.align
+            # Natural alignment, for a buffer that starts 128-byte aligned
+            # (a target's own start moves a tensor map: docs/ARG_ORDER.md).
+            offset = (offset + align - 1) // align * align
             p.offset = offset
             offset += size
         parts, args = [], []

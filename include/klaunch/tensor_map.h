@@ -150,10 +150,26 @@ typedef struct kl__tensor_map_site {
     const char *param;    /* "src", or NULL */
     const char *spec_file;
     uint32_t line, col;
+    int strides_in_elements; /* the caller gave strides in elements (a builder): say both */
 } kl__tensor_map_site;
 
 kl_status kl__tensor_map_encode(const kl_backend *backend, const kl_tensor_map_request *request, kl_tensor_map *map,
                                 const kl__tensor_map_site *site);
+/* A box extent the loaded variant's constants put outside 1..256 (or whose
+ * expression overflowed): KL_ERROR_VARIANT_MISMATCH naming it. */
+kl_status kl__tensor_map_box_fail(const kl__tensor_map_site *site, uint32_t dim, const char *expr, uint64_t value,
+                                  kl_status err);
+static inline void kl__tensor_map_request_clear(kl_tensor_map_request *r) {
+    uint32_t i;
+    r->dtype = r->rank = 0u;
+    r->address = NULL;
+    for (i = 0; i < KL_TENSOR_MAP_MAX_RANK; i++) {
+        r->extent[i] = 0u;
+        if (i + 1u < KL_TENSOR_MAP_MAX_RANK) r->stride[i] = 0u;
+        r->box[i] = r->element_stride[i] = 0u;
+    }
+    r->interleave = r->swizzle = r->l2_promotion = r->oob_fill = 0u;
+}
 /* stride_elems elements of dimension `dim` in bytes (overflow-checked) into
  * *bytes; a refusal names the builder's argument. */
 kl_status kl__tensor_map_stride_bytes(uint64_t stride_elems, uint32_t dtype, uint32_t dim, uint64_t *bytes,
@@ -272,11 +288,14 @@ static kl_status kl__tensor_map_validate(const kl_tensor_map_request *r, const k
     }
     for (i = 1; i < r->rank; i++) {
         const uint64_t s = r->stride[i - 1];
+        char elems[48] = "";
+        if (site->strides_in_elements)
+            snprintf(elems, sizeof elems, "%llu elements = ", (unsigned long long)(s / esize));
         if (s % stride_align != 0u)
-            KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "stride%u = %llu bytes is not a multiple of %u", (unsigned)i,
+            KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "stride%u = %s%llu bytes is not a multiple of %u bytes", (unsigned)i, elems,
                         (unsigned long long)s, (unsigned)stride_align);
         if (s >= ((uint64_t)1 << 40))
-            KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "stride%u = %llu bytes is not below 2^40", (unsigned)i,
+            KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "stride%u = %s%llu bytes is not below 2^40", (unsigned)i, elems,
                         (unsigned long long)s);
     }
     for (i = 0; i < r->rank; i++) {
@@ -327,7 +346,7 @@ kl_status kl__tensor_map_encode(const kl_backend *backend, const kl_tensor_map_r
 
 kl_status kl_tensor_map_encode_tiled(const kl_backend *backend, const kl_tensor_map_request *request,
                                      kl_tensor_map *map) {
-    static const kl__tensor_map_site site = {"kl_tensor_map_encode_tiled", NULL, NULL, 0, 0};
+    static const kl__tensor_map_site site = {"kl_tensor_map_encode_tiled", NULL, NULL, 0, 0, 0};
     return kl__tensor_map_encode(backend, request, map, &site);
 }
 
@@ -339,6 +358,14 @@ kl_status kl__tensor_map_stride_bytes(uint64_t stride_elems, uint32_t dtype, uin
                     (unsigned long long)stride_elems);
     *bytes = stride_elems * esize;
     return KL_SUCCESS;
+}
+
+kl_status kl__tensor_map_box_fail(const kl__tensor_map_site *site, uint32_t dim, const char *expr, uint64_t value,
+                                  kl_status err) {
+    if (err != KL_SUCCESS)
+        KL__TM_FAIL(err, "box%u = %s overflows or divides by zero in the loaded variant", (unsigned)dim, expr);
+    KL__TM_FAIL(KL_ERROR_VARIANT_MISMATCH, "box%u = %s = %llu is outside 1..256 in the loaded variant", (unsigned)dim,
+                expr, (unsigned long long)value);
 }
 
 /* "(64, 32)" */
@@ -358,8 +385,8 @@ kl_status kl__tensor_map_check(const kl_kernel *kernel, const kl_tensor_map *map
     const kl_tensor_map_request *got;
     if (map == NULL) KL__TM_FAIL(KL_ERROR_NULL_POINTER, "the map is NULL%s", "");
     if (map->magic != KL__TENSOR_MAP_MAGIC)
-        KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "the map was never encoded (encode it with %s_encode first)",
-                    site->function);
+        KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "the map was never encoded (encode it with %s_%s_encode first)",
+                    site->function, site->param ? site->param : "?");
     if (map->backend != kernel->backend)
         KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "the map was encoded by the %s backend at %p; the kernel runs on the %s "
                                          "backend at %p",

@@ -137,7 +137,9 @@ DIAG = re.compile(r"^(?:.+):\d+:\d+: error: .+; .+$")
 
 STUB_BF16 = "struct __nv_bfloat16 { unsigned short x; };\nstruct __half { unsigned short x; };\n"
 STUB_FP8 = "struct __nv_fp8_e4m3 { unsigned char x; };\n"
-STUB_PRE = "#define __global__\n#define __device__\n"
+STUB_PRE = "#define __global__\n#define __device__\n#define __grid_constant__\n"
+# cuda.h as far as the kernel-side header reads it: CUDA 13's CUtensorMap.
+STUB_CUDA = "typedef struct CUtensorMap_st { alignas(128) unsigned long long opaque[16]; } CUtensorMap;\n"
 
 
 class FuzzTest(unittest.TestCase):
@@ -146,7 +148,7 @@ class FuzzTest(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.tmp)
         self.stubs = os.path.join(self.tmp, "stubs")
         os.makedirs(self.stubs)
-        for name, text in (("cuda_bf16.h", STUB_BF16), ("cuda_fp8.h", STUB_FP8), ("kl_pre.h", STUB_PRE)):
+        for name, text in (("cuda_bf16.h", STUB_BF16), ("cuda_fp8.h", STUB_FP8), ("cuda.h", STUB_CUDA), ("kl_pre.h", STUB_PRE)):
             with open(os.path.join(self.stubs, name), "w") as f:
                 f.write(text)
         self.compiled = set()

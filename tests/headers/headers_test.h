@@ -11,6 +11,7 @@ int kl_headers_use_record_backend(void);
 int kl_headers_use_cuda_backend(void);
 int kl_headers_use_cuda_helpers(void);
 int kl_headers_use_image(void);
+int kl_headers_use_tensor_map(void);
 int kl_headers_use_mla_prefill(void);
 int kl_headers_use_paged_decode(void);
 int kl_headers_use_paged_decode_split(void);

@@ -13,6 +13,7 @@ int main(void) {
         {"cuda_backend.h", kl_headers_use_cuda_backend},
         {"cuda_helpers.h", kl_headers_use_cuda_helpers},
         {"image.h", kl_headers_use_image},
+        {"tensor_map.h", kl_headers_use_tensor_map},
         {"mla_prefill.h", kl_headers_use_mla_prefill},
         {"paged_decode.h", kl_headers_use_paged_decode},
         {"paged_decode_split.h", kl_headers_use_paged_decode_split},

@@ -7,6 +7,7 @@
 #include "klaunch/mla_prefill.h"
 #include "klaunch/paged_decode.h"
 #include "klaunch/record_backend.h"
+#include "klaunch/tensor_map.h"
 
 #include "tests/headers/headers_test.h"
 

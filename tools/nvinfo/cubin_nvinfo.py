@@ -92,10 +92,14 @@ class Param:
 class Kernel:
     """A kernel's parameter records, sorted by ordinal, and its buffer size."""
 
-    def __init__(self, name, params, param_size):
+    def __init__(self, name, params, param_size, param_base=None):
         self.name = name
         self.params = sorted(params, key=lambda p: p.ordinal)
         self.param_size = param_size  # EIATTR_CBANK_PARAM_SIZE, or None when absent
+        # EIATTR_PARAM_CBANK's offset: where the parameters start in constant
+        # bank 0 (0x160 for sm_7x/8x, 0x210 for sm_90, 0x380 for sm_100), which
+        # places a 128-byte-aligned parameter; None when absent.
+        self.param_base = param_base
 
     def as_dict(self):
         return {"params": [p.as_dict() for p in self.params], "param_size": self.param_size}
@@ -221,7 +225,7 @@ def parse_records(blob, where="section"):
 
 
 def kernel_from_records(name, records, where):
-    params, param_size = [], None
+    params, param_size, param_base = [], None, None
     for fmt, attr, value in records:
         if attr == EIATTR_KPARAM_INFO:
             if fmt != EIFMT_SVAL or len(value) < 12:
@@ -232,10 +236,16 @@ def kernel_from_records(name, records, where):
             if fmt != EIFMT_HVAL:
                 raise CubinError("%s: EIATTR_CBANK_PARAM_SIZE in format 0x%02x (expected HVAL)" % (where, fmt))
             (param_size,) = struct.unpack_from("<H", value, 0)
+        elif attr == EIATTR_PARAM_CBANK:
+            # SVAL: the constant bank's symbol index (4 bytes), then the
+            # parameters' offset and size in it (2 bytes each).
+            if fmt != EIFMT_SVAL or len(value) < 8:
+                raise CubinError("%s: EIATTR_PARAM_CBANK of %d bytes (expected 8)" % (where, len(value)))
+            (param_base,) = struct.unpack_from("<H", value, 4)
     ordinals = sorted(p.ordinal for p in params)
     if ordinals != list(range(len(params))):
         raise CubinError("%s: kernel %s has parameter ordinals %s, not 0..%d" % (where, name, ordinals, len(params) - 1))
-    return Kernel(name, params, param_size)
+    return Kernel(name, params, param_size, param_base)
 
 
 def _module_info(data, sections, path):

@@ -8,6 +8,10 @@ klaunch_codegen) and every cubin given:
 - parameter i of the cubin (EIATTR_KPARAM_INFO, ordinal i) has the spec's
   offset and size, for every i; none is missing, none is extra;
 - the parameter buffer (EIATTR_CBANK_PARAM_SIZE) is the spec's size;
+- a kernel with a tensor map (128-byte aligned in the constant bank) is
+  laid out from where the cubin's parameters start (EIATTR_PARAM_CBANK):
+  the spec's offsets are for a 128-byte-aligned start, and each target's
+  start moves the map and what follows it;
 - the cubin's module metadata names the spec's family and was built from
   this very spec (its spec_hash), else the cubin is stale.
 
@@ -66,6 +70,18 @@ def rebuild_hint(family):
     return "rebuild: ./bazelw build //kernels:%s (or ./bazelw run //:generate)" % family
 
 
+def layout_at(params, base):
+    """([offset], size) of kernel parameters in a buffer starting `base`
+    bytes into the constant bank, each at its alignment there."""
+    offsets, end = [], 0
+    for p in params:
+        a = p.type.align
+        at = (base + end + a - 1) // a * a - base
+        offsets.append(at)
+        end = at + p.type.size
+    return offsets, end
+
+
 def check_cubin(spec, cubin):
     """[Problem] of one parsed cubin (nvinfo.Cubin) against one spec."""
     out = []
@@ -95,6 +111,12 @@ def check_cubin(spec, cubin):
             problem(l.pos, "kernel %s is not in the cubin (no .nv.info.%s section): no kernel source of the family defines it" % (l.entry, l.entry))
             continue
         got = kernel.params
+        offsets, param_bytes = [p.offset for p in want], l.param_bytes
+        if any(p.type.is_tensor_map for p in want):
+            if kernel.param_base is None:
+                problem(l.pos, "kernel %s has a tensor map but no EIATTR_PARAM_CBANK record: where its parameters start is unknown" % l.entry)
+                continue
+            offsets, param_bytes = layout_at(want, kernel.param_base)
         for i, p in enumerate(want):
             if i >= len(got):
                 problem(
@@ -104,11 +126,11 @@ def check_cubin(spec, cubin):
                 )
                 break
             c = got[i]
-            if (c.offset, c.size) != (p.offset, p.type.size):
+            if (c.offset, c.size) != (offsets[i], p.type.size):
                 problem(
                     p.pos,
                     "kernel %s, parameter %d (%s): the cubin has offset %d, %d bytes; the spec says offset %d, %d bytes (%s)"
-                    % (l.entry, i + 1, p.name, c.offset, c.size, p.offset, p.type.size, p.type.spec),
+                    % (l.entry, i + 1, p.name, c.offset, c.size, offsets[i], p.type.size, p.type.spec),
                 )
         if len(got) > len(want):
             extra = got[len(want)]
@@ -119,11 +141,11 @@ def check_cubin(spec, cubin):
             )
         if kernel.param_size is None:
             problem(l.pos, "kernel %s has no EIATTR_CBANK_PARAM_SIZE record" % l.entry)
-        elif kernel.param_size != l.param_bytes:
+        elif kernel.param_size != param_bytes:
             problem(
                 l.pos,
                 "kernel %s takes a %d-byte parameter buffer (EIATTR_CBANK_PARAM_SIZE); the spec's is %d bytes"
-                % (l.entry, kernel.param_size, l.param_bytes),
+                % (l.entry, kernel.param_size, param_bytes),
             )
     return out
 
