@@ -182,6 +182,129 @@ static __device__ __forceinline__ void kl__mbar_wait(uint32_t addr, uint32_t par
 static __device__ __forceinline__ void kl__cp_async_mbar_arrive_noinc(uint32_t addr) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(addr) : "memory");
 }
+/* mbarrier.expect_tx: adds `tx` transaction bytes to the current phase
+ * without arriving (arrive.expect_tx does both). */
+static __device__ __forceinline__ void kl__mbar_expect_tx(uint32_t addr, uint32_t tx) {
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(tx) : "memory");
+}
+
+/* ---- bulk copies (PTX ISA "cp.async.bulk", "cp.async.bulk.tensor",
+ * "cp.async.bulk.commit_group / wait_group", "prefetch") ----
+ * Loads (global -> shared) complete on an mbarrier: their bytes are a
+ * complete_tx on `mbar` (expect them with arrive.expect_tx / expect_tx),
+ * and the data may be read once a wait on that phase returns. Stores
+ * (shared -> global) are bulk async-groups of the issuing thread:
+ * commit_group closes one, wait_group_read<N> returns once all but the N
+ * most recent groups have read their shared source (it may be rewritten),
+ * wait_group<N> once they have also written global memory. `tensor_map` is
+ * the generic address of the `const __grid_constant__ CUtensorMap` kernel
+ * parameter (or of a map in global memory), coordinates in elements,
+ * innermost first; shared addresses are 128-byte aligned (16 for the
+ * non-tensor copies, whose size is a multiple of 16). Shared memory the
+ * threads wrote is handed to a store after kl__fence_proxy_async_shared and
+ * a barrier. */
+#define KL__TMA_MAP(m) "l"((uint64_t)(uintptr_t)(m))
+static __device__ __forceinline__ void kl__tma_load_1d(uint32_t smem_dst, const void *tensor_map, int32_t c0,
+                                                       uint32_t mbar) {
+    asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2}], "
+                 "[%3];\n" ::"r"(smem_dst),
+                 KL__TMA_MAP(tensor_map), "r"(c0), "r"(mbar)
+                 : "memory");
+}
+static __device__ __forceinline__ void kl__tma_load_2d(uint32_t smem_dst, const void *tensor_map, int32_t c0,
+                                                       int32_t c1, uint32_t mbar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+                 "%3}], [%4];\n" ::"r"(smem_dst),
+                 KL__TMA_MAP(tensor_map), "r"(c0), "r"(c1), "r"(mbar)
+                 : "memory");
+}
+static __device__ __forceinline__ void kl__tma_load_3d(uint32_t smem_dst, const void *tensor_map, int32_t c0,
+                                                       int32_t c1, int32_t c2, uint32_t mbar) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+                 "%3, %4}], [%5];\n" ::"r"(smem_dst),
+                 KL__TMA_MAP(tensor_map), "r"(c0), "r"(c1), "r"(c2), "r"(mbar)
+                 : "memory");
+}
+static __device__ __forceinline__ void kl__tma_load_4d(uint32_t smem_dst, const void *tensor_map, int32_t c0,
+                                                       int32_t c1, int32_t c2, int32_t c3, uint32_t mbar) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+                 "%3, %4, %5}], [%6];\n" ::"r"(smem_dst),
+                 KL__TMA_MAP(tensor_map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(mbar)
+                 : "memory");
+}
+static __device__ __forceinline__ void kl__tma_load_5d(uint32_t smem_dst, const void *tensor_map, int32_t c0,
+                                                       int32_t c1, int32_t c2, int32_t c3, int32_t c4,
+                                                       uint32_t mbar) {
+    asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+                 "%3, %4, %5, %6}], [%7];\n" ::"r"(smem_dst),
+                 KL__TMA_MAP(tensor_map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(mbar)
+                 : "memory");
+}
+static __device__ __forceinline__ void kl__tma_store_1d(const void *tensor_map, int32_t c0, uint32_t smem_src) {
+    asm volatile("cp.async.bulk.tensor.1d.global.shared::cta.tile.bulk_group [%0, {%1}], [%2];\n" ::KL__TMA_MAP(
+                     tensor_map),
+                 "r"(c0), "r"(smem_src)
+                 : "memory");
+}
+static __device__ __forceinline__ void kl__tma_store_2d(const void *tensor_map, int32_t c0, int32_t c1,
+                                                        uint32_t smem_src) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];\n" ::KL__TMA_MAP(
+                     tensor_map),
+                 "r"(c0), "r"(c1), "r"(smem_src)
+                 : "memory");
+}
+static __device__ __forceinline__ void kl__tma_store_3d(const void *tensor_map, int32_t c0, int32_t c1, int32_t c2,
+                                                        uint32_t smem_src) {
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::KL__TMA_MAP(
+                     tensor_map),
+                 "r"(c0), "r"(c1), "r"(c2), "r"(smem_src)
+                 : "memory");
+}
+static __device__ __forceinline__ void kl__tma_store_4d(const void *tensor_map, int32_t c0, int32_t c1, int32_t c2,
+                                                        int32_t c3, uint32_t smem_src) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n" ::KL__TMA_MAP(
+            tensor_map),
+        "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_src)
+        : "memory");
+}
+static __device__ __forceinline__ void kl__tma_store_5d(const void *tensor_map, int32_t c0, int32_t c1, int32_t c2,
+                                                        int32_t c3, int32_t c4, uint32_t smem_src) {
+    asm volatile(
+        "cp.async.bulk.tensor.5d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4, %5}], [%6];\n" ::KL__TMA_MAP(
+            tensor_map),
+        "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_src)
+        : "memory");
+}
+#undef KL__TMA_MAP
+static __device__ __forceinline__ void kl__bulk_load(uint32_t smem_dst, const void *gsrc, uint32_t bytes,
+                                                     uint32_t mbar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     smem_dst),
+                 "l"(gsrc), "r"(bytes), "r"(mbar)
+                 : "memory");
+}
+static __device__ __forceinline__ void kl__bulk_store(void *gdst, uint32_t smem_src, uint32_t bytes) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(gdst), "r"(smem_src),
+                 "r"(bytes)
+                 : "memory");
+}
+static __device__ __forceinline__ void kl__bulk_commit_group() {
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+template <int N>
+static __device__ __forceinline__ void kl__bulk_wait_group() {
+    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+template <int N>
+static __device__ __forceinline__ void kl__bulk_wait_group_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+/* Brings the tensor map at `tensor_map` into the copy engine's cache (a
+ * hint; its bytes must be a valid map). */
+static __device__ __forceinline__ void kl__prefetch_tensormap(const void *tensor_map) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)(uintptr_t)tensor_map) : "memory");
+}
 /* setmaxnreg (warpgroup-wide): effective only with a register cap at entry
  * (__launch_bounds__(threads, 1)) and each role one branch. */
 template <int N>
