@@ -108,6 +108,16 @@ constexpr uint16_t kNoThread = 0xFFFF;
 struct Shadow {
     uint16_t w, r1, r2, written;
     uint32_t wc, r1c, r2c;
+    // Asynchronous copies in flight over this byte (cp.async.bulk*): one
+    // still to write it (no thread may touch it), or ones still to read it
+    // (no thread may write it). async_begin/async_end.
+    uint16_t async_writes, async_reads;
+};
+
+struct AsyncCopy {
+    Access copy_does;  // kWrite: the copy writes the ranges; kRead: it reads them
+    std::string what;
+    std::vector<std::pair<uint32_t, uint32_t>> ranges;  // shared-window [addr, addr + bytes)
 };
 
 struct Copy {
@@ -183,6 +193,8 @@ struct State {
     std::vector<WarpState> warps;
     std::unordered_map<const void *, std::unique_ptr<BlockLocalBase>> locals;
     std::vector<void (*)(uint32_t)> exit_hooks;
+    std::map<uint32_t, AsyncCopy> async_copies;  // in flight, by id
+    uint32_t next_async = 1;
     // memory
     std::map<uintptr_t, Buf> buffers;
     // outcome
@@ -389,7 +401,8 @@ void reset_block_state() {
     // Stale garbage, as a GPU would have it; and nothing written yet.
     if (s.sec_size) memset((void *)s.sec_lo, 0xA5, s.sec_size);
     if (s.dyn_size) memset(s.dyn, 0xA5, s.dyn_size);
-    const Shadow none{kNoThread, kNoThread, kNoThread, 0, 0, 0, 0};
+    s.async_copies.clear();
+    const Shadow none{kNoThread, kNoThread, kNoThread, 0, 0, 0, 0, 0, 0};
     s.shadow.assign((size_t)s.dyn_base + s.dyn_size, none);
 }
 
@@ -431,7 +444,7 @@ void run_block() {
 // Shared memory: bounds, alignment, happens-before
 // ============================================================================
 
-void shared_fault(FaultKind k, uint32_t tid, uint32_t addr, const std::string &what) {
+[[noreturn]] void shared_fault(FaultKind k, uint32_t tid, uint32_t addr, const std::string &what) {
     raise_fault(k, tid, addr, what);
 }
 
@@ -454,6 +467,31 @@ unsigned char *window_ptr(uint32_t addr) {
     return s.dyn + (addr - s.dyn_base);
 }
 
+// The copy in flight over shared byte `b` that `writes_it` (or reads it), for reports.
+const AsyncCopy *async_over(uint32_t b, bool writes_it) {
+    for (const auto &kv : S().async_copies) {
+        if ((kv.second.copy_does == Access::kWrite) != writes_it) continue;
+        for (const auto &r : kv.second.ranges)
+            if (b >= r.first && b - r.first < r.second) return &kv.second;
+    }
+    return nullptr;
+}
+
+[[noreturn]] void async_conflict(uint32_t tid, uint32_t b, uint32_t addr, uint32_t bytes, bool write,
+                                 bool copy_writes) {
+    const AsyncCopy *c = async_over(b, copy_writes);
+    const std::string what = c ? c->what : std::string("an asynchronous copy");
+    if (copy_writes)
+        shared_fault(FaultKind::kSharedRace, tid, b,
+                     format("%s of shared byte %u (access of %u bytes at %u) while %s is still writing it (its data "
+                            "land when a wait on its mbarrier completes the phase)",
+                            write ? "write" : "read", b, bytes, addr, what.c_str()));
+    shared_fault(FaultKind::kSharedRace, tid, b,
+                 format("write of shared byte %u (access of %u bytes at %u) while %s is still reading it (a "
+                        "cp.async.bulk.wait_group.read of its group comes first)",
+                        b, bytes, addr, what.c_str()));
+}
+
 void record_shared(uint32_t tid, uint32_t addr, uint32_t bytes, bool write) {
     State &s = S();
     if (!g_options.check_races && !g_options.check_uninitialised) return;
@@ -461,6 +499,8 @@ void record_shared(uint32_t tid, uint32_t addr, uint32_t bytes, bool write) {
     const uint32_t mine = vc[tid];
     for (uint32_t i = 0; i < bytes; ++i) {
         Shadow &sh = s.shadow[addr + i];
+        if (g_options.check_races && (sh.async_writes || (write && sh.async_reads)))
+            async_conflict(tid, addr + i, addr, bytes, write, sh.async_writes != 0);
         if (!write) {
             if (g_options.check_uninitialised && !sh.written)
                 shared_fault(FaultKind::kSharedUninitialised, tid, addr + i,
@@ -658,6 +698,7 @@ const char *fault_kind_name(FaultKind k) {
         case FaultKind::kCollective: return "bad warp collective";
         case FaultKind::kUnsupported: return "not emulated";
         case FaultKind::kLaunch: return "bad launch";
+        case FaultKind::kBadOperand: return "bad operand";
     }
     return "?";
 }
@@ -799,6 +840,15 @@ void check_global(const void *p, size_t bytes, size_t align, Access kind) {
     if (kind != Access::kRead) global_checked(cur(), (uintptr_t)p, bytes, align, true);
 }
 
+const char *buffer_name(const void *p, size_t bytes) {
+    const State &s = S();
+    const uintptr_t a = (uintptr_t)p;
+    auto it = s.buffers.upper_bound(a);
+    if (it == s.buffers.begin()) return nullptr;
+    --it;
+    return a >= it->second.begin && bytes <= it->second.end - a ? it->second.name.c_str() : nullptr;
+}
+
 void wait_until(const std::function<bool()> &pred, const std::function<std::string()> &what) {
     require_kernel("emu::wait_until");
     State &s = S();
@@ -938,6 +988,79 @@ void block_local_set(const void *key, BlockLocalBase *value) { S().locals[key].r
 void on_thread_exit(void (*fn)(uint32_t)) {
     auto &h = S().exit_hooks;
     if (std::find(h.begin(), h.end(), fn) == h.end()) h.push_back(fn);
+}
+
+bool on_own_stack(const void *p, size_t bytes) {
+    require_kernel("emu::on_own_stack");
+    const Fiber &f = S().threads[cur()].fiber;
+    const uintptr_t a = (uintptr_t)p;
+    return a >= (uintptr_t)f.stack_lo && a - (uintptr_t)f.stack_lo <= f.stack_size &&
+           bytes <= f.stack_size - (a - (uintptr_t)f.stack_lo);
+}
+
+void sync_release_as(uint32_t tid, SyncClock &c) {
+    require_kernel("emu::sync_release_as");
+    State &s = S();
+    uint32_t *vc = clock_of(tid);
+    if (c.clock.size() != s.nthreads) c.clock.assign(s.nthreads, 0u);
+    for (uint32_t u = 0; u < s.nthreads; ++u) c.clock[u] = std::max(c.clock[u], vc[u]);
+    vc[tid]++;
+}
+
+uint32_t async_begin(Access copy_does, const std::string &what) {
+    require_kernel("emu::async_begin");
+    State &s = S();
+    const uint32_t id = s.next_async++;
+    AsyncCopy &c = s.async_copies[id];
+    c.copy_does = copy_does == Access::kRead ? Access::kRead : Access::kWrite;
+    c.what = what;
+    return id;
+}
+
+void async_mark(uint32_t id, uint32_t addr, uint32_t bytes) {
+    require_kernel("emu::async_mark");
+    State &s = S();
+    auto it = s.async_copies.find(id);
+    if (it == s.async_copies.end()) abort();  // an extension's bug, not the kernel's
+    AsyncCopy &c = it->second;
+    const bool writes = c.copy_does == Access::kWrite;
+    if (!in_shared_window(addr, bytes))
+        raise_fault(FaultKind::kSharedOutOfBounds, cur(), addr,
+                    format("%s: shared range [%u, %u) outside the block's shared memory (%s)", c.what.c_str(), addr,
+                           addr + bytes, shared_layout().c_str()));
+    for (uint32_t i = 0; i < bytes; ++i) {
+        Shadow &sh = s.shadow[addr + i];
+        // Two copies over one byte where either writes it: their order is the hardware's.
+        if (sh.async_writes || (writes && sh.async_reads)) {
+            const AsyncCopy *o = async_over(addr + i, sh.async_writes != 0);
+            raise_fault(FaultKind::kSharedRace, cur(), addr + i,
+                        format("%s over shared byte %u, which %s is still %s", c.what.c_str(), addr + i,
+                               o ? o->what.c_str() : "another asynchronous copy",
+                               sh.async_writes ? "writing" : "reading"));
+        }
+        if (writes)
+            sh.async_writes++;
+        else
+            sh.async_reads++;
+    }
+    c.ranges.emplace_back(addr, bytes);
+}
+
+void async_end(uint32_t id) {
+    require_kernel("emu::async_end");
+    State &s = S();
+    auto it = s.async_copies.find(id);
+    if (it == s.async_copies.end()) return;
+    const bool writes = it->second.copy_does == Access::kWrite;
+    for (const auto &r : it->second.ranges)
+        for (uint32_t i = 0; i < r.second; ++i) {
+            Shadow &sh = s.shadow[r.first + i];
+            if (writes)
+                sh.async_writes--;
+            else
+                sh.async_reads--;
+        }
+    s.async_copies.erase(it);
 }
 
 void cp_async(uint32_t dst, const void *src, uint32_t bytes, uint32_t src_bytes) {

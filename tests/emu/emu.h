@@ -60,6 +60,7 @@ enum class FaultKind {
     kCollective,          // a warp collective used against its rules (mask, lanes, width)
     kUnsupported,         // an instruction form the emulator does not model
     kLaunch,              // the launch itself is malformed (block shape, shared size)
+    kBadOperand,          // an operand the instruction cannot take (a tensor map that is not one)
 };
 const char *fault_kind_name(FaultKind k);
 
@@ -193,6 +194,9 @@ unsigned char *shared_as(uint32_t tid, uint32_t addr, uint32_t bytes, uint32_t a
 // Faults unless [p, p + bytes) lies in one registered buffer that allows `kind`
 // and p is `align`-aligned.
 void check_global(const void *p, size_t bytes, size_t align, Access kind);
+// The name of the registered buffer holding all of [p, p + bytes), or
+// nullptr (nothing checked, nothing recorded).
+const char *buffer_name(const void *p, size_t bytes);
 
 // ---- blocking and synchronisation ---------------------------------------------------
 
@@ -212,6 +216,26 @@ struct SyncClock {
 };
 void sync_release(SyncClock &c);
 void sync_acquire(const SyncClock &c);
+// The same on behalf of thread `tid` (an asynchronous copy it issued
+// completing while another thread runs): joins tid's clock into `c` and
+// starts a new epoch of tid's.
+void sync_release_as(uint32_t tid, SyncClock &c);
+
+// ---- asynchronous copies in flight (cp.async.bulk*) ----------------------------------
+// async_begin opens a copy that writes (kWrite) or reads (kRead) shared
+// memory later; async_mark adds a shared range to it (bounds-checked; a
+// range another copy in flight writes, or reads while this one writes, is
+// a fault); until async_end, a thread's access to a range the copy will
+// write, or its write to a range the copy will read, is a kSharedRace
+// fault naming `what`. async_end comes before the copy's own shared
+// accesses (shared_as) land.
+uint32_t async_begin(Access copy_does, const std::string &what);
+void async_mark(uint32_t id, uint32_t addr, uint32_t bytes);
+void async_end(uint32_t id);
+
+// [p, p + bytes) lies in the calling thread's own stack (its locals and
+// by-value kernel parameters).
+bool on_own_stack(const void *p, size_t bytes);
 
 // Warp collective: every lane of `mask` (which must include the caller and
 // be passed alike by all of them) deposits up to 16 words `in`; when the

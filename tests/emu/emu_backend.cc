@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "klaunch/tensor_map.h"
 #include "tests/emu/kernel_table.h"
 
 namespace emu {
@@ -72,6 +73,7 @@ const char *kind_name(kl_param_kind k) {
         case KL_PARAM_F32: return "f32";
         case KL_PARAM_I32: return "i32";
         case KL_PARAM_BOOL: return "bool";
+        case KL_PARAM_TENSOR_MAP: return "tensor map";
     }
     return "?";
 }
@@ -161,8 +163,16 @@ kl_status emu_launch(const kl_backend *be, const kl_launch *l) {
     return KL_SUCCESS;
 }
 
+// klaunch's reference encoding: what the emulated copy engine (sm90_tma.cc) reads.
+kl_status emu_tensor_map_encode(const kl_backend *, const kl_tensor_map_request *request, void *opaque) {
+    kl_tensor_map_reference_encode(request, opaque);
+    return KL_SUCCESS;
+}
+
 const kl_backend_ops kEmuOps = {
-    "emulator", emu_module_load, emu_module_unload, emu_module_info, emu_function_get, emu_launch,
+    "emulator",        emu_module_load, emu_module_unload, emu_module_info, emu_function_get, emu_launch,
+    nullptr,  // device_arch
+    emu_tensor_map_encode,
 };
 
 }  // namespace

@@ -36,14 +36,33 @@
 //     at entry are not known here (ptxas decides): the model takes the cap
 //     that __launch_bounds__(threads, 1) gives, floor(65536 / threads) to a
 //     multiple of 8, at most 255, and the pool is that times the threads.
+//   - transactions (cp.async.bulk and cp.async.bulk.tensor loads,
+//     tests/emu/sm90_tma.cc): a copy issued on an mbarrier is in flight
+//     until a thread waits on that mbarrier (any parity); the wait lands
+//     every copy in flight on it, in issue order: its data are written as
+//     its issuer's, released into the phase in progress as the issuer's
+//     (sync_release_as), and its bytes are a complete_tx on that phase
+//     (tx-count minus the bytes; the count may go negative, as the ISA
+//     allows, when bytes complete before they are expected).
+//     mbarrier.expect_tx adds to the tx-count without arriving. So a
+//     consumer that reads a stage before its wait reads bytes still in
+//     flight (a race fault naming the copy), or, when another thread's wait
+//     landed them, bytes it is not ordered after (a race); a phase whose
+//     tx-count never returns to zero is a deadlock naming the mbarrier and
+//     its tx-count; a block whose threads all returned with a copy still in
+//     flight (nobody waited on its mbarrier) faults.
 // The mbarrier object's 8 bytes are bounds- and alignment-checked, but not
 // recorded as memory accesses (they are atomic on the GPU).
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/emu/emu.h"
+#include "tests/emu/sm90_async.h"
 #include "tests/emu/sm90_ptx_emu.h"
 
 namespace emu {
@@ -53,11 +72,18 @@ namespace {
 constexpr uint32_t kWarpgroup = 128;
 constexpr uint32_t kMaxCount = (1u << 20) - 1u;  // the ISA's expected-count and tx-count range
 
+struct Transaction {
+    uint32_t issuer, bytes;
+    std::string what;
+    std::function<void()> land;
+};
+
 struct Mbar {
     uint32_t count = 0, pending = 0, phase = 0;
     int64_t tx = 0;
     SyncClock current;     // releases of the phase in progress
     SyncClock done[2];     // the last completed phase of each parity
+    std::vector<Transaction> in_flight;  // issued copies completing on it, in issue order
 };
 
 struct Regs {
@@ -71,10 +97,15 @@ struct State : BlockLocalBase {
     std::map<uint32_t, Mbar> mbar;
     Regs wg[8];
     bool regs_init = false;
+    uint32_t exited = 0;
 };
 
 const char kKey = 0;
-State &state() { return block_local<State>(&kKey); }
+void on_exit(uint32_t tid);
+State &state() {
+    on_thread_exit(on_exit);  // kept once
+    return block_local<State>(&kKey);
+}
 
 Mbar &object(uint32_t addr, const char *op, bool must_exist) {
     if (addr % 8u != 0u)
@@ -101,6 +132,25 @@ void complete_if_done(Mbar &m) {
     m.pending = m.count;
 }
 
+void check_tx_range(const Mbar &m, uint32_t addr, const char *op) {
+    if (m.tx > (int64_t)kMaxCount || m.tx < -(int64_t)kMaxCount)
+        fault(FaultKind::kUnsupported, addr, "%s: mbarrier %#x tx-count %lld is outside the ISA's [-(2^20 - 1), 2^20 - 1]",
+              op, addr, (long long)m.tx);
+}
+
+// The copy engine finishes every copy in flight on `m`: data, release, complete_tx.
+void land(Mbar &m, uint32_t addr) {
+    std::vector<Transaction> done;
+    done.swap(m.in_flight);
+    for (Transaction &t : done) {
+        t.land();
+        sync_release_as(t.issuer, m.current);
+        m.tx -= t.bytes;
+        check_tx_range(m, addr, t.what.c_str());
+        complete_if_done(m);
+    }
+}
+
 void arrive(uint32_t addr, uint32_t tx, const char *op) {
     Mbar &m = object(addr, op, true);
     if (m.pending == 0u)
@@ -110,9 +160,7 @@ void arrive(uint32_t addr, uint32_t tx, const char *op) {
               op, addr, m.phase, m.count, (long long)m.tx);
     sync_release(m.current);
     m.tx += tx;
-    if (m.tx > (int64_t)kMaxCount)
-        fault(FaultKind::kUnsupported, addr, "%s: mbarrier %#x tx-count %lld is past the ISA's 2^20 - 1", op, addr,
-              (long long)m.tx);
+    check_tx_range(m, addr, op);
     m.pending--;
     complete_if_done(m);
 }
@@ -129,7 +177,30 @@ uint32_t held() {
     return total;
 }
 
+// The last thread of the block returned: a copy still in flight was never waited for.
+void on_exit(uint32_t) {
+    BlockLocalBase *b = block_local_get(&kKey);
+    if (b == nullptr) return;
+    State &s = *static_cast<State *>(b);
+    if (++s.exited < block_threads()) return;
+    for (auto &kv : s.mbar)
+        if (!kv.second.in_flight.empty()) {
+            const Transaction &t = kv.second.in_flight.front();
+            fault(FaultKind::kUnsupported, kv.first,
+                  "the block's threads returned with %u copies still in flight on the mbarrier at %#x, the first %s "
+                  "(%u bytes, issued by thread %u): nobody waited on that mbarrier",
+                  (unsigned)kv.second.in_flight.size(), kv.first, t.what.c_str(), t.bytes, t.issuer);
+        }
+}
+
 }  // namespace
+
+void mbarrier_transaction(uint32_t addr, const char *op, uint32_t bytes, const std::string &what,
+                          std::function<void()> land_data) {
+    Mbar &m = object(addr, op, true);
+    m.in_flight.push_back(Transaction{thread(), bytes, what, std::move(land_data)});
+}
+
 }  // namespace sm90
 }  // namespace emu
 
@@ -140,6 +211,10 @@ extern "C" void kl_emu_sm90_mbarrier_init(uint32_t addr, uint32_t count) {
     if (count == 0u || count > kMaxCount)
         fault(FaultKind::kUnsupported, addr, "mbarrier.init: expected count %u is outside [1, 2^20 - 1]", count);
     Mbar &m = object(addr, "mbarrier.init", false);
+    if (!m.in_flight.empty())
+        fault(FaultKind::kUnsupported, addr,
+              "mbarrier.init of the mbarrier at %#x while %u copies complete on it (the first %s)", addr,
+              (unsigned)m.in_flight.size(), m.in_flight.front().what.c_str());
     m = Mbar();
     m.count = m.pending = count;
 }
@@ -150,22 +225,39 @@ extern "C" void kl_emu_sm90_mbarrier_arrive_expect_tx(uint32_t addr, uint32_t tx
     arrive(addr, tx, "mbarrier.arrive.expect_tx");
 }
 
+extern "C" void kl_emu_sm90_mbarrier_expect_tx(uint32_t addr, uint32_t tx) {
+    Mbar &m = object(addr, "mbarrier.expect_tx", true);
+    m.tx += tx;
+    check_tx_range(m, addr, "mbarrier.expect_tx");
+}
+
 extern "C" void kl_emu_sm90_mbarrier_wait_parity(uint32_t addr, uint32_t parity) {
     Mbar &m = object(addr, "mbarrier.try_wait.parity", true);
     parity &= 1u;
-    wait_until([&m, parity]() { return (m.phase & 1u) != parity; },
+    // Copies issued while this thread waits land at its next look.
+    wait_until([&m, addr, parity]() {
+                   land(m, addr);
+                   return (m.phase & 1u) != parity;
+               },
                [&m, addr, parity]() {
-                   char b[200];
+                   char b[300];
                    snprintf(b, sizeof b,
                             "mbarrier.try_wait.parity %u on the mbarrier at %#x (phase %u in progress: %u of %u "
-                            "arrivals pending, tx-count %lld)",
-                            parity, addr, m.phase, m.pending, m.count, (long long)m.tx);
+                            "arrivals pending, tx-count %lld%s)",
+                            parity, addr, m.phase, m.pending, m.count, (long long)m.tx,
+                            m.tx > 0   ? ": transaction bytes expected that no copy in flight delivers"
+                            : m.tx < 0 ? ": more transaction bytes completed than were expected"
+                                       : "");
                    return std::string(b);
                });
     sync_acquire(m.done[parity]);
 }
 
-extern "C" uint32_t kl_emu_sm90_mbarrier_phase(uint32_t addr) { return object(addr, "mbarrier (test)", true).phase; }
+extern "C" uint32_t kl_emu_sm90_mbarrier_phase(uint32_t addr) {
+    Mbar &m = object(addr, "mbarrier (test)", true);
+    land(m, addr);
+    return m.phase;
+}
 
 extern "C" void kl_emu_sm90_cp_async_mbarrier_arrive_noinc(uint32_t addr) {
     object(addr, "cp.async.mbarrier.arrive.noinc", true);

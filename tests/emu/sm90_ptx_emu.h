@@ -45,6 +45,16 @@ void kl_emu_sm90_cp_async_mbarrier_arrive_noinc(uint32_t addr);
 void kl_emu_sm90_setmaxnreg(uint32_t inc, uint32_t count);
 uint32_t kl_emu_sm90_setmaxnreg_count(void);
 uint32_t kl_emu_sm90_elect_sync(uint32_t mask);  // 1 in the elected lane
+void kl_emu_sm90_mbarrier_expect_tx(uint32_t addr, uint32_t tx);
+// tests/emu/sm90_tma.cc
+void kl_emu_sm90_tma_load(uint32_t smem_dst, const void *tensor_map, uint32_t rank, const int32_t *coords,
+                          uint32_t mbar);
+void kl_emu_sm90_tma_store(const void *tensor_map, uint32_t rank, const int32_t *coords, uint32_t smem_src);
+void kl_emu_sm90_bulk_load(uint32_t smem_dst, const void *gsrc, uint32_t bytes, uint32_t mbar);
+void kl_emu_sm90_bulk_store(void *gdst, uint32_t smem_src, uint32_t bytes);
+void kl_emu_sm90_bulk_commit(void);
+void kl_emu_sm90_bulk_wait(uint32_t pending, uint32_t read_only);
+void kl_emu_sm90_prefetch_tensormap(const void *tensor_map);
 }
 
 static inline void kl__wgmma_fence() { kl_emu_sm90_wgmma_fence(); }
@@ -88,5 +98,73 @@ static inline void kl__setmaxnreg_dec() {
 }
 /* elect.sync over the full warp: true in one lane (the same lane every time). */
 static inline bool kl__elect_one() { return kl_emu_sm90_elect_sync(0xffffffffu) != 0u; }
+static inline void kl__mbar_expect_tx(uint32_t addr, uint32_t tx) { kl_emu_sm90_mbarrier_expect_tx(addr, tx); }
+
+// Bulk and tensor copies (tests/emu/sm90_tma.cc says what each makes
+// observable): loads complete on their mbarrier, stores in the issuing
+// thread's bulk async-groups.
+static inline void kl__tma_load_1d(uint32_t smem_dst, const void *tensor_map, int32_t c0, uint32_t mbar) {
+    const int32_t c[1] = {c0};
+    kl_emu_sm90_tma_load(smem_dst, tensor_map, 1u, c, mbar);
+}
+static inline void kl__tma_load_2d(uint32_t smem_dst, const void *tensor_map, int32_t c0, int32_t c1, uint32_t mbar) {
+    const int32_t c[2] = {c0, c1};
+    kl_emu_sm90_tma_load(smem_dst, tensor_map, 2u, c, mbar);
+}
+static inline void kl__tma_load_3d(uint32_t smem_dst, const void *tensor_map, int32_t c0, int32_t c1, int32_t c2,
+                                   uint32_t mbar) {
+    const int32_t c[3] = {c0, c1, c2};
+    kl_emu_sm90_tma_load(smem_dst, tensor_map, 3u, c, mbar);
+}
+static inline void kl__tma_load_4d(uint32_t smem_dst, const void *tensor_map, int32_t c0, int32_t c1, int32_t c2,
+                                   int32_t c3, uint32_t mbar) {
+    const int32_t c[4] = {c0, c1, c2, c3};
+    kl_emu_sm90_tma_load(smem_dst, tensor_map, 4u, c, mbar);
+}
+static inline void kl__tma_load_5d(uint32_t smem_dst, const void *tensor_map, int32_t c0, int32_t c1, int32_t c2,
+                                   int32_t c3, int32_t c4, uint32_t mbar) {
+    const int32_t c[5] = {c0, c1, c2, c3, c4};
+    kl_emu_sm90_tma_load(smem_dst, tensor_map, 5u, c, mbar);
+}
+static inline void kl__tma_store_1d(const void *tensor_map, int32_t c0, uint32_t smem_src) {
+    const int32_t c[1] = {c0};
+    kl_emu_sm90_tma_store(tensor_map, 1u, c, smem_src);
+}
+static inline void kl__tma_store_2d(const void *tensor_map, int32_t c0, int32_t c1, uint32_t smem_src) {
+    const int32_t c[2] = {c0, c1};
+    kl_emu_sm90_tma_store(tensor_map, 2u, c, smem_src);
+}
+static inline void kl__tma_store_3d(const void *tensor_map, int32_t c0, int32_t c1, int32_t c2, uint32_t smem_src) {
+    const int32_t c[3] = {c0, c1, c2};
+    kl_emu_sm90_tma_store(tensor_map, 3u, c, smem_src);
+}
+static inline void kl__tma_store_4d(const void *tensor_map, int32_t c0, int32_t c1, int32_t c2, int32_t c3,
+                                    uint32_t smem_src) {
+    const int32_t c[4] = {c0, c1, c2, c3};
+    kl_emu_sm90_tma_store(tensor_map, 4u, c, smem_src);
+}
+static inline void kl__tma_store_5d(const void *tensor_map, int32_t c0, int32_t c1, int32_t c2, int32_t c3, int32_t c4,
+                                    uint32_t smem_src) {
+    const int32_t c[5] = {c0, c1, c2, c3, c4};
+    kl_emu_sm90_tma_store(tensor_map, 5u, c, smem_src);
+}
+static inline void kl__bulk_load(uint32_t smem_dst, const void *gsrc, uint32_t bytes, uint32_t mbar) {
+    kl_emu_sm90_bulk_load(smem_dst, gsrc, bytes, mbar);
+}
+static inline void kl__bulk_store(void *gdst, uint32_t smem_src, uint32_t bytes) {
+    kl_emu_sm90_bulk_store(gdst, smem_src, bytes);
+}
+static inline void kl__bulk_commit_group() { kl_emu_sm90_bulk_commit(); }
+template <int N>
+static inline void kl__bulk_wait_group() {
+    static_assert(N >= 0, "cp.async.bulk.wait_group takes a count >= 0");
+    kl_emu_sm90_bulk_wait((uint32_t)N, 0u);
+}
+template <int N>
+static inline void kl__bulk_wait_group_read() {
+    static_assert(N >= 0, "cp.async.bulk.wait_group.read takes a count >= 0");
+    kl_emu_sm90_bulk_wait((uint32_t)N, 1u);
+}
+static inline void kl__prefetch_tensormap(const void *tensor_map) { kl_emu_sm90_prefetch_tensormap(tensor_map); }
 
 #endif  // KLAUNCH_TESTS_EMU_SM90_PTX_EMU_H
