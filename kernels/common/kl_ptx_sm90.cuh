@@ -1,7 +1,11 @@
 /* kl_ptx_sm90.cuh - the sm_90a (Hopper) instructions of klaunch's kernels,
  * one wrapper each, as kernels/common/kl_ptx.cuh is for sm_80's: under the
  * CPU emulator (KL_EMULATOR) they are tests/emu/sm90_ptx_emu.h's emulation,
- * tested there against the PTX ISA (tests/emu/sm90_wgmma_test.cc).
+ * tested there against the PTX ISA (tests/emu/sm90_wgmma_test.cc,
+ * sm90_mbarrier_test.cc, sm90_tma_test.cc). Besides wgmma (below): mbarrier
+ * with transaction bytes, setmaxnreg, elect.sync, and the bulk copy engine
+ * (cp.async.bulk{,.tensor} loads on an mbarrier, stores in bulk
+ * async-groups, prefetch.tensormap), each where it is defined.
  *
  * wgmma.mma_async bf16 x bf16 -> fp32, both operands from shared memory
  * (descriptors), in the shapes the kernels use: m64n32k16, m64n64k16, m64n128k16

@@ -27,6 +27,8 @@
 //     last to arrive computes every lane's result;
 //   - sync_release / sync_acquire                  happens-before edges
 //     through a SyncClock (an mbarrier, an async-copy completion);
+//   - async_begin / async_mark / async_end         shared bytes an
+//     asynchronous copy will write or read (touching them is a race);
 //   - block_local<T>(key)                          extension state per block;
 //   - fault(kind, fmt, ...)                        report and end the launch.
 #ifndef KLAUNCH_TESTS_EMU_EMU_H

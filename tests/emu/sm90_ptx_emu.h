@@ -1,6 +1,7 @@
 // sm90_ptx_emu.h - the CPU emulator's kernels/common/kl_ptx_sm90.cuh: the
 // same functions, each calling the emulation of its instruction
-// (tests/emu/sm90_wgmma.cc, written from the PTX ISA's wgmma sections).
+// (tests/emu/sm90_wgmma.cc, written from the PTX ISA's wgmma sections;
+// sm90_mbarrier.cc and sm90_tma.cc, which say what they make observable).
 // kl_ptx_sm90.cuh includes this instead of its asm when KL_EMULATOR is
 // defined.
 //

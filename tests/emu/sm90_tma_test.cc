@@ -211,6 +211,27 @@ TEST(EmuTmaLoad, NanFillMarksOutOfBoundsElements) {
         }
 }
 
+// 2-byte elements: a bf16 8 x 2 tensor (rows of 16 bytes), box (8, 2) at
+// (-4, 1): x = -4..3, y = 1, 2; outside elements are bf16 NaNs (exponent all
+// ones, mantissa not zero), inside ones keep their bits (the index x + 8 y).
+TEST(EmuTmaLoad, Bf16NanFillPerElement) {
+    emu::Buffer<uint16_t> t(16, emu::Access::kRead, "tensor");
+    for (uint16_t i = 0; i < 16; ++i) t[i] = i;
+    const CUtensorMap m =
+        encode(request(KL_TENSOR_MAP_BF16, t.data(), {8, 2}, {16}, {8, 2}, 0, KL_TENSOR_MAP_FILL_NAN));
+    const LoadRun r = load(m, {-4, 1}, 32, 0, 32);
+    ASSERT_TRUE(r.f.ok()) << r.f.message;
+    for (int32_t j = 0; j < 2; ++j)
+        for (int32_t i = 0; i < 8; ++i) {
+            const int32_t x = -4 + i, y = 1 + j, e = i + 8 * j;
+            const uint16_t h = (uint16_t)(r.out[e / 2] >> (16 * (e % 2)));
+            if (x >= 0 && y < 2)
+                EXPECT_EQ(h, (uint16_t)(x + 8 * y)) << "x " << x << " y " << y;
+            else
+                EXPECT_TRUE((h & 0x7f80u) == 0x7f80u && (h & 0x7fu) != 0u) << "x " << x << " y " << y << ": " << h;
+        }
+}
+
 // A box wholly outside the tensor is all fill, and still delivers its 128
 // bytes to the mbarrier (the phase completes).
 TEST(EmuTmaLoad, BoxWhollyOutsideIsAllZeroAndCompletesItsBytes) {
@@ -403,6 +424,17 @@ TEST(EmuTmaStore, Ranks1To5) {
                 const bool in = z == 1 && y >= 1;
                 EXPECT_EQ(r3.g[x + 4 * y + 12 * z], in ? kSource + x + 4 * (y - 1) : kUntouched);
             }
+    // Rank 4: extents (4, 2, 2, 2), strides 16, 32, 64; box (4, 1, 2, 1) at (0, 1, 0, 1).
+    const StoreRun r4 = store(request(KL_TENSOR_MAP_U32, nullptr, {4, 2, 2, 2}, {16, 32, 64}, {4, 1, 2, 1}), 32,
+                              {0, 1, 0, 1}, 0, 32);
+    ASSERT_TRUE(r4.f.ok()) << r4.f.message;
+    for (uint32_t w = 0; w < 2; ++w)
+        for (uint32_t z = 0; z < 2; ++z)
+            for (uint32_t y = 0; y < 2; ++y)
+                for (uint32_t x = 0; x < 4; ++x) {
+                    const bool in = y == 1 && w == 1;
+                    EXPECT_EQ(r4.g[x + 4 * y + 8 * z + 16 * w], in ? kSource + x + 4 * z : kUntouched);
+                }
     // Rank 5: extents (4, 1, 1, 2, 2), strides 16, 16, 16, 32; box (4, 1, 1, 1, 2) at (0, 0, 0, 1, 0).
     const StoreRun r5 = store(request(KL_TENSOR_MAP_U32, nullptr, {4, 1, 1, 2, 2}, {16, 16, 16, 32}, {4, 1, 1, 1, 2}),
                               16, {0, 0, 0, 1, 0}, 0, 32);
