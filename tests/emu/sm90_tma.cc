@@ -189,10 +189,27 @@ std::string coords_str(const int32_t *c, uint32_t rank) {
     return s + "}";
 }
 
-void check_fits(uint64_t bytes, uint32_t addr, const char *op) {
-    if (bytes > (uint64_t)dynamic_base() + dynamic_size())
-        fault(FaultKind::kSharedOutOfBounds, addr, "%s: a box of %llu bytes at shared %u exceeds the block's shared "
-              "memory (%u bytes)", op, (unsigned long long)bytes, addr, dynamic_base() + dynamic_size());
+// What loads and stores check alike: the map, the shared address's
+// alignment, a box that fits the block's shared memory.
+struct TensorCopy {
+    char op[96];
+    Box b;
+    std::string what;  // names the copy in reports
+};
+void begin_tensor_copy(TensorCopy &c, const char *form, const void *map, uint32_t rank, const int32_t *coords,
+                       uint32_t smem, const char *role) {
+    snprintf(c.op, sizeof c.op, "cp.async.bulk.tensor.%ud.%s", rank, form);
+    c.b = read_map(map, rank, c.op);
+    if (smem % 128u != 0u)
+        fault(FaultKind::kMisaligned, smem, "%s: shared %s %u is not 128-byte aligned", c.op, role, smem);
+    const uint64_t window = (uint64_t)dynamic_base() + dynamic_size();
+    if (c.b.bytes > window)
+        fault(FaultKind::kSharedOutOfBounds, smem, "%s: a box of %llu bytes exceeds the block's shared memory (%llu)",
+              c.op, (unsigned long long)c.b.bytes, (unsigned long long)window);
+    char what[256];
+    snprintf(what, sizeof what, "%s (box at %s, %llu bytes, shared %s %u) of thread %u", c.op,
+             coords_str(coords, rank).c_str(), (unsigned long long)c.b.bytes, role, smem, thread());
+    c.what = what;
 }
 
 void check_bulk(uint32_t smem, const void *g, uint32_t bytes, const char *op) {
@@ -282,36 +299,23 @@ using namespace emu::sm90;
 
 extern "C" void kl_emu_sm90_tma_load(uint32_t smem_dst, const void *tensor_map, uint32_t rank, const int32_t *coords,
                                      uint32_t mbar) {
-    char op[96];
-    snprintf(op, sizeof op, "cp.async.bulk.tensor.%ud.shared::cluster.global.tile", rank);
-    const Box b = read_map(tensor_map, rank, op);
-    if (smem_dst % 128u != 0u)
-        fault(FaultKind::kMisaligned, smem_dst, "%s: shared destination %u is not 128-byte aligned", op, smem_dst);
-    check_fits(b.bytes, smem_dst, op);
-    std::vector<unsigned char> data = filled(b);
-    for_each_run(b, coords, [&data](uint64_t off, const unsigned char *g, uint64_t n) {
+    TensorCopy c;
+    begin_tensor_copy(c, "shared::cluster.global.tile", tensor_map, rank, coords, smem_dst, "destination");
+    std::vector<unsigned char> data = filled(c.b);
+    for_each_run(c.b, coords, [&data](uint64_t off, const unsigned char *g, uint64_t n) {
         check_global(g, n, 1, Access::kRead);
         memcpy(&data[off], g, n);
     });
-    char what[256];
-    snprintf(what, sizeof what, "%s (box at %s, %llu bytes to shared %u, mbarrier %#x) of thread %u", op,
-             coords_str(coords, rank).c_str(), (unsigned long long)b.bytes, smem_dst, mbar, thread());
-    issue_load(smem_dst, b.r.swizzle, std::move(data), mbar, op, what);
+    issue_load(smem_dst, c.b.r.swizzle, std::move(data), mbar, c.op, c.what);
 }
 
 extern "C" void kl_emu_sm90_tma_store(const void *tensor_map, uint32_t rank, const int32_t *coords,
                                       uint32_t smem_src) {
-    char op[96];
-    snprintf(op, sizeof op, "cp.async.bulk.tensor.%ud.global.shared::cta.tile.bulk_group", rank);
-    const Box b = read_map(tensor_map, rank, op);
-    if (smem_src % 128u != 0u)
-        fault(FaultKind::kMisaligned, smem_src, "%s: shared source %u is not 128-byte aligned", op, smem_src);
-    check_fits(b.bytes, smem_src, op);
-    char what[256];
-    snprintf(what, sizeof what, "%s (box at %s, %llu bytes from shared %u) of thread %u", op,
-             coords_str(coords, rank).c_str(), (unsigned long long)b.bytes, smem_src, thread());
+    TensorCopy c;
+    begin_tensor_copy(c, "global.shared::cta.tile.bulk_group", tensor_map, rank, coords, smem_src, "source");
+    const Box &b = c.b;
     Store st;
-    st.id = async_begin(Access::kRead, what);
+    st.id = async_begin(Access::kRead, c.what);
     for_each_run(b, coords, [&](uint64_t off, const unsigned char *g, uint64_t n) {
         check_global(g, n, 1, Access::kWrite);
         std::vector<unsigned char> bytes(n);

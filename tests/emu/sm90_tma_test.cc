@@ -77,6 +77,12 @@ struct Tensor {
     }
 };
 
+// 64 words and a map of boxes of 16 (64 bytes), the cases' common tensor.
+struct Words64 {
+    Tensor t{64};
+    CUtensorMap map = encode(request(KL_TENSOR_MAP_U32, t.buf.data(), {64}, {}, {16}));
+};
+
 struct LoadRun {
     emu::Fault f;
     std::vector<uint32_t> out;  // the shared region after the wait, word by word
@@ -108,13 +114,18 @@ LoadRun load(const CUtensorMap &map, std::vector<int32_t> coords, int32_t expect
 
 constexpr uint32_t kPrefill = 0xA0000000u;
 
+// load() on a fresh Words64.
+LoadRun load64(std::vector<int32_t> coords, int32_t expect, int32_t dst_off, int32_t region, int32_t mode = kNormal,
+               const void *alt = nullptr) {
+    const Words64 w;
+    return load(w.map, coords, expect, dst_off, region, mode, alt);
+}
+
 // ---- tiled mode: ranks, strides, element strides ------------------------------
 
 // Rank 1: 64 words, box of 16 at 8: words 8..23.
 TEST(EmuTmaLoad, Rank1BoxFromItsCoordinate) {
-    Tensor t(64);
-    const CUtensorMap m = encode(request(KL_TENSOR_MAP_U32, t.buf.data(), {64}, {}, {16}));
-    const LoadRun r = load(m, {8}, 64, 0, 64);
+    const LoadRun r = load64({8}, 64, 0, 64);
     ASSERT_TRUE(r.f.ok()) << r.f.message;
     for (uint32_t j = 0; j < 16; ++j) EXPECT_EQ(r.out[j], 8 + j) << "element " << j;
 }
@@ -281,35 +292,38 @@ void expect_swizzled(const LoadRun &r, const uint32_t (&table)[ROWS][8], uint32_
         }
 }
 
+// A 2-D u32 tensor of rows of row_words (the box as wide), tensor_rows rows;
+// box_rows rows from y0 loaded with swizzle `mode` to region + dst_off, and
+// checked against the table.
+template <size_t ROWS>
+LoadRun swizzle_load(const uint32_t (&table)[ROWS][8], uint32_t mode, uint32_t row_words, uint32_t tensor_rows,
+                     uint32_t box_rows, int32_t y0, int32_t dst_off) {
+    Tensor t(row_words * tensor_rows);
+    const CUtensorMap m =
+        encode(request(KL_TENSOR_MAP_U32, t.buf.data(), {row_words, tensor_rows}, {4 * row_words}, {row_words, box_rows}, mode));
+    const uint32_t bytes = 4 * row_words * box_rows;
+    LoadRun r = load(m, {0, y0}, (int32_t)bytes, dst_off, dst_off + (int32_t)bytes);
+    expect_swizzled(r, table, bytes, row_words, (uint32_t)y0, (uint32_t)dst_off);
+    return r;
+}
+
 // 32B: rows of 8 words (32 bytes), 16 rows = 512 bytes = 4 lines.
 TEST(EmuTmaSwizzle, Swizzle32BSwapsChunkPairsInOddLines) {
-    Tensor t(8 * 16);
-    const CUtensorMap m =
-        encode(request(KL_TENSOR_MAP_U32, t.buf.data(), {8, 16}, {32}, {8, 16}, KL_TENSOR_MAP_SWIZZLE_32B));
-    const LoadRun r = load(m, {0, 0}, 512, 0, 512);
-    expect_swizzled(r, kSwizzle32B, 512, 8, 0, 0);
+    const LoadRun r = swizzle_load(kSwizzle32B, KL_TENSOR_MAP_SWIZZLE_32B, 8, 16, 16, 0, 0);
     // Line 1 (rows 4..7), position 0 holds chunk 1: row 4, words 4..7.
     EXPECT_EQ(r.out[32], 4u + 8 * 4);
 }
 
 // 64B: rows of 16 words, 8 rows = 4 lines.
 TEST(EmuTmaSwizzle, Swizzle64BFollowsTheFourLineTable) {
-    Tensor t(16 * 8);
-    const CUtensorMap m =
-        encode(request(KL_TENSOR_MAP_U32, t.buf.data(), {16, 8}, {64}, {16, 8}, KL_TENSOR_MAP_SWIZZLE_64B));
-    const LoadRun r = load(m, {0, 0}, 512, 0, 512);
-    expect_swizzled(r, kSwizzle64B, 512, 16, 0, 0);
+    const LoadRun r = swizzle_load(kSwizzle64B, KL_TENSOR_MAP_SWIZZLE_64B, 16, 8, 8, 0, 0);
     // Line 3 (rows 6, 7), position 0 holds chunk 3: row 6, words 12..15.
     EXPECT_EQ(r.out[96], 12u + 16 * 6);
 }
 
 // 128B: rows of 32 words = one line each; box rows 8..15 of a 32 x 16 tensor.
 TEST(EmuTmaSwizzle, Swizzle128BXorsTheChunkWithTheLine) {
-    Tensor t(32 * 16);
-    const CUtensorMap m =
-        encode(request(KL_TENSOR_MAP_U32, t.buf.data(), {32, 16}, {128}, {32, 8}, KL_TENSOR_MAP_SWIZZLE_128B));
-    const LoadRun r = load(m, {0, 8}, 1024, 0, 1024);
-    expect_swizzled(r, kSwizzle128B, 1024, 32, 8, 0);
+    const LoadRun r = swizzle_load(kSwizzle128B, KL_TENSOR_MAP_SWIZZLE_128B, 32, 16, 8, 8, 0);
     // Line 5 (row 13), position 2 holds chunk 7: words 28..31 of row 13.
     EXPECT_EQ(r.out[5 * 32 + 2 * 4], 28u + 32 * 13);
 }
@@ -318,11 +332,7 @@ TEST(EmuTmaSwizzle, Swizzle128BXorsTheChunkWithTheLine) {
 // (the ISA's base offset (dstMem / 128) % 8 = 2); the 256 bytes before it
 // keep their prefill.
 TEST(EmuTmaSwizzle, Swizzle128BAtAnOffsetUsesTheAddressLine) {
-    Tensor t(32 * 16);
-    const CUtensorMap m =
-        encode(request(KL_TENSOR_MAP_U32, t.buf.data(), {32, 16}, {128}, {32, 8}, KL_TENSOR_MAP_SWIZZLE_128B));
-    const LoadRun r = load(m, {0, 0}, 1024, 256, 1280);
-    expect_swizzled(r, kSwizzle128B, 1024, 32, 0, 256);
+    const LoadRun r = swizzle_load(kSwizzle128B, KL_TENSOR_MAP_SWIZZLE_128B, 32, 16, 8, 0, 256);
     for (uint32_t i = 0; i < 64; ++i) EXPECT_EQ(r.out[i], kPrefill + i);
     // Box row 0 sits in address line 2: position 0 holds chunk 2 (words 8..11).
     EXPECT_EQ(r.out[64], 8u);
@@ -541,9 +551,7 @@ TEST(EmuTmaStore, SourceRewrittenBeforeWaitGroupReadIsARace) {
 
 // Expecting 64 bytes more than the box delivers: the phase never completes.
 TEST(EmuTmaTransactions, ExpectingMoreThanDeliveredIsADeadlockNamingTheTxCount) {
-    Tensor t(64);
-    const CUtensorMap m = encode(request(KL_TENSOR_MAP_U32, t.buf.data(), {64}, {}, {16}));
-    const LoadRun r = load(m, {0}, 64 + 64, 0, 64);
+    const LoadRun r = load64({0}, 64 + 64, 0, 64);
     EXPECT_EQ(r.f.kind, emu::FaultKind::kDeadlock) << r.f.message;
     EXPECT_TRUE(has(r.f, "(phase 0 in progress: 0 of 1 arrivals pending, tx-count 64: transaction bytes expected"))
         << r.f.message;
@@ -551,18 +559,14 @@ TEST(EmuTmaTransactions, ExpectingMoreThanDeliveredIsADeadlockNamingTheTxCount) 
 
 // Expecting 16 bytes fewer: the 64 delivered leave the tx-count at -16.
 TEST(EmuTmaTransactions, ExpectingFewerThanDeliveredIsADeadlockWithANegativeTxCount) {
-    Tensor t(64);
-    const CUtensorMap m = encode(request(KL_TENSOR_MAP_U32, t.buf.data(), {64}, {}, {16}));
-    const LoadRun r = load(m, {0}, 48, 0, 64);
+    const LoadRun r = load64({0}, 48, 0, 64);
     EXPECT_EQ(r.f.kind, emu::FaultKind::kDeadlock) << r.f.message;
     EXPECT_TRUE(has(r.f, "tx-count -16: more transaction bytes completed than were expected")) << r.f.message;
 }
 
 // mbarrier.expect_tx (no arrival) then a plain arrive: the same as arrive.expect_tx.
 TEST(EmuTmaTransactions, ExpectTxWithoutArriveCountsTheBytes) {
-    Tensor t(64);
-    const CUtensorMap m = encode(request(KL_TENSOR_MAP_U32, t.buf.data(), {64}, {}, {16}));
-    const LoadRun r = load(m, {16}, 64, 0, 64, kArriveThenExpect);
+    const LoadRun r = load64({16}, 64, 0, 64, kArriveThenExpect);
     ASSERT_TRUE(r.f.ok()) << r.f.message;
     for (uint32_t j = 0; j < 16; ++j) EXPECT_EQ(r.out[j], 16 + j);
 }
@@ -570,18 +574,14 @@ TEST(EmuTmaTransactions, ExpectTxWithoutArriveCountsTheBytes) {
 // No bytes expected: phase 0 completes at the arrive, before the data; the
 // other threads read data they are not ordered after (thread 0 issued it).
 TEST(EmuTmaTransactions, ArriveWithoutExpectingTheBytesIsARace) {
-    Tensor t(64);
-    const CUtensorMap m = encode(request(KL_TENSOR_MAP_U32, t.buf.data(), {64}, {}, {16}));
-    const LoadRun r = load(m, {0}, 0, 0, 64, kArriveThenExpect);
+    const LoadRun r = load64({0}, 0, 0, 64, kArriveThenExpect);
     EXPECT_EQ(r.f.kind, emu::FaultKind::kSharedRace) << r.f.message;
     EXPECT_TRUE(has(r.f, "written by thread 0")) << r.f.message;
 }
 
 // Reading the stage without waiting: the copy is still in flight.
 TEST(EmuTmaTransactions, ReadingAStageBeforeItsBarrierCompletesIsARace) {
-    Tensor t(64);
-    const CUtensorMap m = encode(request(KL_TENSOR_MAP_U32, t.buf.data(), {64}, {}, {16}));
-    const LoadRun r = load(m, {0}, 64, 0, 64, kNoWait);
+    const LoadRun r = load64({0}, 64, 0, 64, kNoWait);
     EXPECT_EQ(r.f.kind, emu::FaultKind::kSharedRace) << r.f.message;
     EXPECT_TRUE(has(r.f, "read of shared byte")) << r.f.message;
     EXPECT_TRUE(has(r.f, "while cp.async.bulk.tensor.1d.shared::cluster.global.tile (box at {0}, 64 bytes"))
@@ -590,9 +590,7 @@ TEST(EmuTmaTransactions, ReadingAStageBeforeItsBarrierCompletesIsARace) {
 }
 
 TEST(EmuTmaTransactions, ACopyNobodyWaitsForFaultsWhenTheBlockEnds) {
-    Tensor t(64);
-    const CUtensorMap m = encode(request(KL_TENSOR_MAP_U32, t.buf.data(), {64}, {}, {16}));
-    const LoadRun r = load(m, {0}, 64, 0, 64, kNobodyWaits);
+    const LoadRun r = load64({0}, 64, 0, 64, kNobodyWaits);
     EXPECT_EQ(r.f.kind, emu::FaultKind::kUnsupported) << r.f.message;
     EXPECT_TRUE(has(r.f, "nobody waited on that mbarrier")) << r.f.message;
 }
@@ -636,9 +634,7 @@ TEST(EmuTmaRing, ProducerRefillingBeforeTheEmptyWaitArrivesTwiceInAPhase) {
 
 // A second copy into a stage the first is still writing.
 TEST(EmuTmaTransactions, TwoCopiesInFlightIntoOneStageFault) {
-    Tensor t(64);
-    const CUtensorMap m = encode(request(KL_TENSOR_MAP_U32, t.buf.data(), {64}, {}, {16}));
-    const LoadRun r = load(m, {0}, 128, 0, 64, kTwice);
+    const LoadRun r = load64({0}, 128, 0, 64, kTwice);
     EXPECT_EQ(r.f.kind, emu::FaultKind::kSharedRace) << r.f.message;
     EXPECT_TRUE(has(r.f, "cp.async.bulk.tensor.1d.shared::cluster.global.tile (box at {0}, 64 bytes")) << r.f.message;
     EXPECT_TRUE(has(r.f, "is still writing")) << r.f.message;
@@ -647,9 +643,7 @@ TEST(EmuTmaTransactions, TwoCopiesInFlightIntoOneStageFault) {
 // ---- operands -------------------------------------------------------------------
 
 TEST(EmuTmaOperands, DestinationNot128ByteAlignedFaults) {
-    Tensor t(64);
-    const CUtensorMap m = encode(request(KL_TENSOR_MAP_U32, t.buf.data(), {64}, {}, {16}));
-    const LoadRun r = load(m, {0}, 64, 64, 256);
+    const LoadRun r = load64({0}, 64, 64, 256);
     EXPECT_EQ(r.f.kind, emu::FaultKind::kMisaligned) << r.f.message;
     EXPECT_TRUE(has(r.f, "is not 128-byte aligned")) << r.f.message;
 }
@@ -665,8 +659,8 @@ TEST(EmuTmaOperands, MapOverrunningItsBufferFaultsNamingTheBuffer) {
 
 // A map in a registered global buffer works like the parameter.
 TEST(EmuTmaOperands, MapInGlobalMemoryIsRead) {
-    Tensor t(64);
-    const CUtensorMap m = encode(request(KL_TENSOR_MAP_U32, t.buf.data(), {64}, {}, {16}));
+    const Words64 w;
+    const CUtensorMap &m = w.map;
     emu::Buffer<CUtensorMap> gm(1, emu::Access::kRead, "maps");
     gm[0] = m;
     const LoadRun r = load(m, {4}, 64, 0, 64, kAltMap, gm.data());
@@ -676,11 +670,9 @@ TEST(EmuTmaOperands, MapInGlobalMemoryIsRead) {
 
 // 128 bytes that are no reference encoding (a driver's map, or anything).
 TEST(EmuTmaOperands, BytesInAnotherEncodingAreNotAMap) {
-    Tensor t(64);
-    const CUtensorMap m = encode(request(KL_TENSOR_MAP_U32, t.buf.data(), {64}, {}, {16}));
     emu::Buffer<uint64_t> junk(16, emu::Access::kRead, "junk");
     for (uint32_t i = 0; i < 16; ++i) junk[i] = 0x0123456789abcdefull * (i + 1);
-    const LoadRun r = load(m, {0}, 64, 0, 64, kAltMap, junk.data());
+    const LoadRun r = load64({0}, 64, 0, 64, kAltMap, junk.data());
     EXPECT_EQ(r.f.kind, emu::FaultKind::kBadOperand) << r.f.message;
     EXPECT_TRUE(has(r.f, "are not a tensor map in klaunch's reference encoding")) << r.f.message;
     EXPECT_TRUE(has(r.f, "in buffer 'junk'")) << r.f.message;
@@ -688,10 +680,8 @@ TEST(EmuTmaOperands, BytesInAnotherEncodingAreNotAMap) {
 
 // A pointer to memory the kernel may not read at all.
 TEST(EmuTmaOperands, PointerToNoParameterOrBufferIsNotAMap) {
-    Tensor t(64);
-    const CUtensorMap m = encode(request(KL_TENSOR_MAP_U32, t.buf.data(), {64}, {}, {16}));
     alignas(128) static unsigned char host_only[128];
-    const LoadRun r = load(m, {0}, 64, 0, 64, kAltMap, host_only);
+    const LoadRun r = load64({0}, 64, 0, 64, kAltMap, host_only);
     EXPECT_EQ(r.f.kind, emu::FaultKind::kBadOperand) << r.f.message;
     EXPECT_TRUE(has(r.f, "is not a tensor map: it is neither one of the thread's parameters nor inside a registered "
                          "buffer"))
@@ -711,8 +701,8 @@ emu::Fault prefetch(const CUtensorMap &m, const void *p, uint32_t shared_operand
 }
 
 TEST(EmuTmaPrefetch, AcceptsTheParameterAndAMapInGlobalMemory) {
-    Tensor t(64);
-    const CUtensorMap m = encode(request(KL_TENSOR_MAP_U32, t.buf.data(), {64}, {}, {16}));
+    const Words64 w;
+    const CUtensorMap &m = w.map;
     emu::Buffer<CUtensorMap> gm(1, emu::Access::kRead, "maps");
     gm[0] = m;
     EXPECT_TRUE(prefetch(m, nullptr, 0).ok());
@@ -721,8 +711,8 @@ TEST(EmuTmaPrefetch, AcceptsTheParameterAndAMapInGlobalMemory) {
 }
 
 TEST(EmuTmaPrefetch, RefusesSharedMemoryMisalignmentAndNonMaps) {
-    Tensor t(64);
-    const CUtensorMap m = encode(request(KL_TENSOR_MAP_U32, t.buf.data(), {64}, {}, {16}));
+    const Words64 w;
+    const CUtensorMap &m = w.map;
     const emu::Fault sh = prefetch(m, nullptr, 1);
     EXPECT_EQ(sh.kind, emu::FaultKind::kBadOperand) << sh.message;
     EXPECT_TRUE(has(sh, "prefetch.tensormap: the tensor map operand")) << sh.message;
