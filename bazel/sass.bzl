@@ -31,6 +31,8 @@ def _sass_test_impl(ctx):
         args += ["--kernel", k]
     for op in ctx.attr.require_in_loop:
         args += ["--require-in-loop", op]
+    for op in ctx.attr.require:
+        args += ["--require", op]
     for op in ctx.attr.forbid:
         args += ["--forbid", op]
     if ctx.attr.no_stack:
@@ -59,6 +61,7 @@ kl_sass_test = rule(
         "suffix": attr.string(default = ".sm_90a.cubin"),
         "kernels": attr.string_list(mandatory = True, allow_empty = False),
         "require_in_loop": attr.string_list(default = ["HGMMA"]),
+        "require": attr.string_list(default = [], doc = "Opcodes that must appear somewhere in each kernel."),
         "forbid": attr.string_list(default = ["LDL", "STL"]),
         "no_stack": attr.bool(default = True, doc = "Fail on a stack frame or local memory (cuobjdump -res-usage)."),
         "expect_checks_to_fail": attr.bool(default = False, doc = "The checks must fail (exit 1): a test of the checker on code that lacks what it requires."),

@@ -351,7 +351,9 @@ static kl_status kl__cuda_check_layout(const kl_cuda_backend *cb, kl__cu_functio
          * 0x380...): the first one the driver reports fixes where the buffer
          * starts modulo 128, and every offset follows from it (docs/ARG_ORDER.md). */
         if (p->kind == KL_PARAM_TENSOR_MAP && !have_base && size == p->size) {
+            /* Every target's area starts 16-byte aligned: another residue is a misplaced map. */
             base = (uint32_t)((128u - offset % 128u) % 128u);
+            if (base % 16u != 0u) base = 0;
             have_base = 1;
         }
         want = kl__param_offset_at(desc, i, base);

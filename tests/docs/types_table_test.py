@@ -29,6 +29,7 @@ def rows():
 def types():
     out = [Type(n) for n in schema.SCALAR_TYPES]
     out += [Type("ptr", e) for e in schema.POINTER_ELEMENTS]
+    out.append(Type(schema.TENSOR_MAP))
     return out
 
 

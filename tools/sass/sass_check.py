@@ -2,7 +2,7 @@
 """sass_check: assert what a kernel's machine code holds, from cuobjdump -sass.
 
     sass_check.py --cuobjdump PATH --kernel NAME [--kernel NAME ...]
-                  [--require-in-loop OPCODE ...] [--forbid OPCODE ...]
+                  [--require-in-loop OPCODE ...] [--require OPCODE ...] [--forbid OPCODE ...]
                   [--no-stack] CUBIN [CUBIN ...]
 
 For every CUBIN and every --kernel (the function's symbol; extern "C"
@@ -11,6 +11,8 @@ kernels keep their name), reads the function's SASS and fails when
     instruction with that opcode lies between a backward branch's target
     and the branch (a loop body), so tensor-core work that only runs once
     (or not at all) does not count;
+  - an opcode of --require (e.g. UTMALDG for a kernel that copies one box
+    per block) is nowhere in the function;
   - an opcode of --forbid (e.g. LDL, STL: local memory, i.e. spills or a
     stack array) appears anywhere in the function;
   - with --no-stack, cuobjdump -res-usage gives the function a stack frame
@@ -92,9 +94,15 @@ def loops(insns):
     return out
 
 
-def check_function(name, insns, require_in_loop, forbid):
+def check_function(name, insns, require_in_loop, forbid, require=()):
     """[(ok, message)] for one function."""
     results = []
+    for op in require:
+        hits = [m for _, o, m, _ in insns if o == op]
+        if hits:
+            results.append((True, "%s: %d %s (%s)" % (name, len(hits), op, ", ".join(sorted(set(hits))))))
+        else:
+            results.append((False, "%s: no %s at all" % (name, op)))
     bodies = loops(insns)
     for op in require_in_loop:
         hits = [a for a, o, _, _ in insns if o == op]
@@ -121,6 +129,7 @@ def main(argv=None):
     ap.add_argument("--cuobjdump", required=True)
     ap.add_argument("--kernel", action="append", required=True)
     ap.add_argument("--require-in-loop", action="append", default=[])
+    ap.add_argument("--require", action="append", default=[])
     ap.add_argument("--forbid", action="append", default=[])
     ap.add_argument("--no-stack", action="store_true")
     ap.add_argument("cubins", nargs="+")
@@ -145,7 +154,7 @@ def main(argv=None):
             if k not in funcs:
                 results = [(False, "%s: not in %s (functions: %s)" % (k, cubin, ", ".join(sorted(funcs)) or "none"))]
             else:
-                results = check_function(k, funcs[k], args.require_in_loop, args.forbid)
+                results = check_function(k, funcs[k], args.require_in_loop, args.forbid, args.require)
                 if args.no_stack:
                     results += check_res(k, res.get(k))
             for ok, msg in results:

@@ -62,6 +62,16 @@ class SassCheckTest(unittest.TestCase):
         self.assertFalse(results[0][0])
         self.assertIn("none inside a loop", results[0][1])
 
+    def test_required_opcode_passes_outside_a_loop_and_fails_when_absent(self):
+        # --require asks only that the opcode be there (a kernel that issues
+        # one tensor copy per block has no loop).
+        once = sass_check.check_function("k_once", self.funcs()["k_once"], [], [], ["HGMMA"])
+        self.assertEqual([ok for ok, _ in once], [True])
+        self.assertIn("1 HGMMA (HGMMA.64x128x16.F32.BF16)", once[0][1])
+        spill = sass_check.check_function("k_spill", self.funcs()["k_spill"], [], [], ["UTMALDG"])
+        self.assertEqual([ok for ok, _ in spill], [False])
+        self.assertIn("no UTMALDG at all", spill[0][1])
+
     def test_missing_opcode_fails_naming_the_matrix_instructions_there(self):
         results = sass_check.check_function("k_spill", self.funcs()["k_spill"], ["HGMMA"], [])
         self.assertFalse(results[0][0])

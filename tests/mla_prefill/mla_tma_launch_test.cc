@@ -1,0 +1,268 @@
+// kl_mla_q_rope_extract_tma and its tensor-map builders through the
+// recording backend (no GPU). Expectations from specs/mla_prefill.yaml (box
+// [64, 8, 16] bf16, 128-byte swizzle, L2 promotion 128B by default, zero
+// fill; grid (ceil(nq / 8), ceil(num_tokens / 16), ceil(rope / 64)), block
+// 32, 17416 bytes of shared memory), from klaunch/tensor_map.h (the
+// reference encoding's fields; the checks cuda.h's cuTensorMapEncodeTiled
+// documents) and from the kernel's layout: two tensor maps first, at offsets
+// 0 and 128 of a 128-byte-aligned parameter buffer.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "klaunch/mla_prefill.h"
+#include "klaunch/record_backend.h"
+
+namespace {
+
+// A module whose loaded image is sm_90a code (the launcher's `arch`).
+struct Harness {
+    explicit Harness(const char *variant = "deepseek_v4_flash") {
+        kl_record_backend_init(&rb, recs, 4);
+        rb.device_arch = "sm_90a";
+        std::string text;
+        for (const kl_variant_info *v = kl_mla_prefill_variant_info; v->name; ++v)
+            if (std::strcmp(v->name, variant) == 0) text = std::string(v->module_info) + "cuda_arch 900a\n";
+        status = kl_module_load(&rb.base, text.data(), text.size(), &mod);
+        if (status == KL_SUCCESS) status = kl_mla_q_rope_extract_tma_get(&k, &mod);
+    }
+    ~Harness() { kl_module_unload(&mod); }
+    kl_record recs[4];
+    kl_record_backend rb;
+    kl_module mod;
+    kl_kernel k;
+    kl_status status;
+};
+
+// Device addresses are never read by the recording backend.
+const kl_bf16 *at(uintptr_t v) { return reinterpret_cast<const kl_bf16 *>(v); }
+
+// The model's shapes: 16 heads of [nope 128 | rope 64], rows q_dim = 16 * 192.
+constexpr uint32_t kNope = 128, kRope = 64, kHd = 192, kNq = 16, kTokens = 100, kQdim = kNq * kHd;
+constexpr uintptr_t kQ = 0x100000, kOut = 0x900000;
+
+kl_status encode_q(Harness &h, kl_tensor_map *m, uint32_t tokens = kTokens) {
+    return kl_mla_q_rope_extract_tma_q_map_encode(&h.k, m, at(kQ) + kNope, kRope, kNq, tokens, kHd, kQdim);
+}
+kl_status encode_out(Harness &h, kl_tensor_map *m, uint32_t tokens = kTokens) {
+    return kl_mla_q_rope_extract_tma_out_map_encode(&h.k, m, at(kOut), kRope, kNq, tokens, kRope, kNq * kRope);
+}
+
+TEST(MlaTmaLaunch, DescriptorLaysTheMapsOutAt128ByteBoundaries) {
+    const kl_kernel_desc &d = kl_mla_q_rope_extract_tma_desc;
+    ASSERT_EQ(2u, d.num_params) << "num_tokens, nq and rope size the grid only (launch_only)";
+    EXPECT_EQ(KL_PARAM_TENSOR_MAP, d.params[0].kind);
+    EXPECT_EQ(0u, d.params[0].offset);
+    EXPECT_EQ(128u, d.params[0].size);
+    EXPECT_EQ(KL_PARAM_TENSOR_MAP, d.params[1].kind);
+    EXPECT_EQ(128u, d.params[1].offset);
+    EXPECT_EQ(256u, d.param_bytes);
+    EXPECT_STREQ("sm_90a", d.arch);
+    // On sm_90 the parameters start at 0x210 of constant bank 0, 16 past a
+    // 128-byte boundary: the driver puts the maps at 112 and 240.
+    EXPECT_EQ(112u, kl__param_offset_at(&d, 0, 0x210 % 128));
+    EXPECT_EQ(240u, kl__param_offset_at(&d, 1, 0x210 % 128));
+    EXPECT_EQ(32u, kl__param_offset_at(&d, 0, 0x160 % 128));  // sm_80's 0x160
+}
+
+TEST(MlaTmaLaunch, PacksBothMapsAndLaunchesOneBoxPerBlock) {
+    Harness h;
+    ASSERT_EQ(KL_SUCCESS, h.status) << kl_last_error_message();
+    kl_tensor_map q, out;
+    ASSERT_EQ(KL_SUCCESS, encode_q(h, &q)) << kl_last_error_message();
+    ASSERT_EQ(KL_SUCCESS, encode_out(h, &out)) << kl_last_error_message();
+    EXPECT_EQ(2u, h.rb.tensor_maps_encoded);
+    const kl_stream stream = reinterpret_cast<kl_stream>(uintptr_t{0x5000});
+    ASSERT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma(&h.k, &q, &out, kTokens, kNq, kRope, stream))
+        << kl_last_error_message();
+    ASSERT_EQ(1u, h.rb.count);
+    const kl_record &r = h.recs[0];
+    EXPECT_STREQ("mla_q_rope_extract_tma", r.entry);
+    EXPECT_EQ(2u, r.grid[0]);  // ceil(16 heads / 8)
+    EXPECT_EQ(7u, r.grid[1]);  // ceil(100 tokens / 16)
+    EXPECT_EQ(1u, r.grid[2]);  // ceil(64 / 64)
+    EXPECT_EQ(32u, r.block[0]);
+    EXPECT_EQ(17416u, r.shared_bytes);
+    EXPECT_EQ(stream, r.stream);
+    ASSERT_EQ(256u, r.arg_bytes);
+    EXPECT_EQ(0, std::memcmp(r.args, q.opaque, 128)) << "q_map's 128 bytes at offset 0";
+    EXPECT_EQ(0, std::memcmp(r.args + 128, out.opaque, 128)) << "out_map's at 128";
+
+    // What the reference encoding says was encoded (klaunch/tensor_map.h).
+    kl_tensor_map_request got;
+    ASSERT_TRUE(kl_tensor_map_reference_decode(r.args, &got));
+    EXPECT_EQ(KL_TENSOR_MAP_BF16, got.dtype);
+    EXPECT_EQ(3u, got.rank);
+    EXPECT_EQ(reinterpret_cast<const void *>(kQ + 2 * kNope), got.address);
+    EXPECT_EQ(kRope, got.extent[0]);
+    EXPECT_EQ(kNq, got.extent[1]);
+    EXPECT_EQ(kTokens, got.extent[2]);
+    EXPECT_EQ(2u * kHd, got.stride[0]) << "strides reach the driver in bytes";
+    EXPECT_EQ(2u * kQdim, got.stride[1]);
+    EXPECT_EQ(64u, got.box[0]);
+    EXPECT_EQ(8u, got.box[1]);
+    EXPECT_EQ(16u, got.box[2]);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(1u, got.element_stride[i]);
+    EXPECT_EQ(KL_TENSOR_MAP_SWIZZLE_128B, got.swizzle);
+    EXPECT_EQ(KL_TENSOR_MAP_INTERLEAVE_NONE, got.interleave);
+    EXPECT_EQ(KL_TENSOR_MAP_L2_128B, got.l2_promotion);
+    EXPECT_EQ(KL_TENSOR_MAP_FILL_ZERO, got.oob_fill);
+    ASSERT_TRUE(kl_tensor_map_reference_decode(r.args + 128, &got));
+    EXPECT_EQ(reinterpret_cast<const void *>(kOut), got.address);
+    EXPECT_EQ(2u * kRope, got.stride[0]);
+    EXPECT_EQ(2u * kNq * kRope, got.stride[1]);
+}
+
+TEST(MlaTmaLaunch, RopeWiderThanABoxTakesMoreBlocksInZ) {
+    Harness h;
+    ASSERT_EQ(KL_SUCCESS, h.status) << kl_last_error_message();
+    kl_tensor_map q, out;
+    ASSERT_EQ(KL_SUCCESS, encode_q(h, &q));
+    ASSERT_EQ(KL_SUCCESS, encode_out(h, &out));
+    ASSERT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma(&h.k, &q, &out, 1, 9, 96, nullptr)) << kl_last_error_message();
+    EXPECT_EQ(2u, h.recs[0].grid[0]);  // ceil(9 / 8)
+    EXPECT_EQ(1u, h.recs[0].grid[1]);
+    EXPECT_EQ(2u, h.recs[0].grid[2]);  // ceil(96 / 64)
+    ASSERT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma(&h.k, &q, &out, 0, 9, 96, nullptr));
+    EXPECT_EQ(1u, h.rb.count) << "no tokens: an empty launch";
+}
+
+struct BadInput {
+    const char *what;
+    const kl_bf16 *address;
+    uint64_t e0, e1, e2, s1, s2;
+    kl_status status;
+    const char *says;
+};
+
+// Each rule of cuTensorMapEncodeTiled the builder enforces, one value past it.
+TEST(MlaTmaLaunch, BuilderRefusesEachBadInputBeforeTheBackendSeesIt) {
+    Harness h;
+    ASSERT_EQ(KL_SUCCESS, h.status) << kl_last_error_message();
+    kl_tensor_map good;
+    ASSERT_EQ(KL_SUCCESS, encode_q(h, &good));
+    const uint64_t k2p32 = uint64_t{1} << 32;
+    const BadInput cases[] = {
+        {"address 2 bytes past 16", at(kQ) + 1, 64, 16, 100, 192, 3072, KL_ERROR_TENSOR_MAP,
+         "the global address 0x100002 is not 16-byte aligned"},
+        {"NULL address", nullptr, 64, 16, 100, 192, 3072, KL_ERROR_NULL_POINTER, "the global address is NULL"},
+        {"stride of 196 elements", at(kQ), 64, 16, 100, 196, 3072, KL_ERROR_TENSOR_MAP,
+         "stride1 = 196 elements = 392 bytes is not a multiple of 16 bytes"},
+        {"stride of 2^39 elements", at(kQ), 64, 16, 100, 192, uint64_t{1} << 39, KL_ERROR_TENSOR_MAP,
+         "stride2 = 549755813888 elements = 1099511627776 bytes is not below 2^40"},
+        {"stride overflowing 64 bits in bytes", at(kQ), 64, 16, 100, 192, uint64_t{1} << 63, KL_ERROR_TENSOR_MAP,
+         "stride2 = 9223372036854775808 elements overflows 64 bits in bytes"},
+        {"extent 0", at(kQ), 64, 0, 100, 192, 3072, KL_ERROR_TENSOR_MAP, "extent1 = 0 is outside 1..2^32"},
+        {"extent 2^32 + 1", at(kQ), 64, 16, k2p32 + 1, 192, 3072, KL_ERROR_TENSOR_MAP,
+         "extent2 = 4294967297 is outside 1..2^32"},
+    };
+    for (const BadInput &c : cases) {
+        SCOPED_TRACE(c.what);
+        kl_tensor_map m = good;
+        const size_t encoded = h.rb.tensor_maps_encoded;
+        EXPECT_EQ(c.status, kl_mla_q_rope_extract_tma_q_map_encode(&h.k, &m, c.address, c.e0, c.e1, c.e2, c.s1, c.s2));
+        const std::string msg = kl_last_error_message();
+        EXPECT_NE(std::string::npos, msg.find(kl_status_name(c.status))) << msg;
+        EXPECT_NE(std::string::npos, msg.find("kl_mla_q_rope_extract_tma_q_map_encode: tensor map q_map: ")) << msg;
+        EXPECT_NE(std::string::npos, msg.find(c.says)) << msg;
+        EXPECT_NE(std::string::npos, msg.find("[specs/mla_prefill.yaml:")) << msg;
+        EXPECT_EQ(encoded, h.rb.tensor_maps_encoded) << "the backend was asked";
+        EXPECT_EQ(0, std::memcmp(&m, &good, sizeof m)) << "a refused encode changed the map";
+    }
+    // Extents of exactly 2^32 and strides just under 2^40 bytes are the limits, not past them.
+    kl_tensor_map m;
+    EXPECT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma_q_map_encode(&h.k, &m, at(kQ), 64, 16, k2p32, 192,
+                                                                   (uint64_t{1} << 39) - 8))
+        << kl_last_error_message();
+    EXPECT_EQ(KL_ERROR_NULL_POINTER, kl_mla_q_rope_extract_tma_q_map_encode(&h.k, nullptr, at(kQ), 64, 16, 100, 192, 3072));
+}
+
+TEST(MlaTmaLaunch, BuilderNeedsALoadedKernelAndAnEncodingBackend) {
+    kl_kernel none;
+    std::memset(&none, 0, sizeof none);
+    kl_tensor_map m;
+    EXPECT_EQ(KL_ERROR_KERNEL_NOT_LOADED,
+              kl_mla_q_rope_extract_tma_q_map_encode(&none, &m, at(kQ), 64, 16, 100, 192, 3072));
+    Harness h;
+    ASSERT_EQ(KL_SUCCESS, h.status) << kl_last_error_message();
+    kl_tensor_map good;
+    ASSERT_EQ(KL_SUCCESS, encode_q(h, &good));
+    m = good;
+    h.rb.tensor_map_status = KL_ERROR_DRIVER;  // what the CUDA backend returns when the driver refuses
+    EXPECT_EQ(KL_ERROR_DRIVER, encode_q(h, &m));
+    EXPECT_EQ(0, std::memcmp(&m, &good, sizeof m)) << "a failed encode changed the map";
+}
+
+// A map that does not fit the kernel: refused by the launcher and by
+// kl_X_check alike, launching nothing.
+TEST(MlaTmaLaunch, LauncherRefusesMapsThatDoNotFitTheKernel) {
+    Harness h, other;
+    ASSERT_EQ(KL_SUCCESS, h.status) << kl_last_error_message();
+    ASSERT_EQ(KL_SUCCESS, other.status) << kl_last_error_message();
+    kl_tensor_map q, out, foreign;
+    ASSERT_EQ(KL_SUCCESS, encode_q(h, &q));
+    ASSERT_EQ(KL_SUCCESS, encode_out(h, &out));
+    ASSERT_EQ(KL_SUCCESS, encode_q(other, &foreign));
+
+    // The same request with one field changed, through the generic encoder.
+    kl_tensor_map_request base = q.request;
+    struct Variant {
+        const char *what;
+        kl_tensor_map_request req;
+        const char *says;
+    };
+    Variant variants[4] = {{"another box", base, "the map's box is (64, 8, 8) with element strides (1, 1, 1); the "
+                                                 "loaded variant's kernel copies boxes of (64, 8, 16)"},
+                           {"no swizzle", base, "the map has swizzle none"},
+                           {"rank 2", base, "the map is bf16 of rank 2; the kernel takes bf16 of rank 3"},
+                           {"f16", base, "the map is f16 of rank 3"}};
+    variants[0].req.box[2] = 8;
+    variants[1].req.swizzle = KL_TENSOR_MAP_SWIZZLE_NONE;
+    variants[2].req.rank = 2;
+    variants[3].req.dtype = KL_TENSOR_MAP_F16;
+    for (Variant &v : variants) {
+        SCOPED_TRACE(v.what);
+        kl_tensor_map m;
+        ASSERT_EQ(KL_SUCCESS, kl_tensor_map_encode_tiled(&h.rb.base, &v.req, &m)) << kl_last_error_message();
+        EXPECT_EQ(KL_ERROR_TENSOR_MAP, kl_mla_q_rope_extract_tma(&h.k, &m, &out, kTokens, kNq, kRope, nullptr));
+        const std::string msg = kl_last_error_message();
+        EXPECT_NE(std::string::npos, msg.find("kl_mla_q_rope_extract_tma: tensor map q_map: ")) << msg;
+        EXPECT_NE(std::string::npos, msg.find(v.says)) << msg;
+        EXPECT_EQ(KL_ERROR_TENSOR_MAP, kl_mla_q_rope_extract_tma_check(&h.k, &q, &m, kTokens, kNq, kRope));
+        EXPECT_NE(std::string::npos, std::string(kl_last_error_message()).find("tensor map out_map: "));
+    }
+
+    EXPECT_EQ(KL_ERROR_TENSOR_MAP, kl_mla_q_rope_extract_tma(&h.k, &foreign, &out, kTokens, kNq, kRope, nullptr));
+    EXPECT_NE(std::string::npos,
+              std::string(kl_last_error_message()).find("the map was encoded by the record backend at"))
+        << kl_last_error_message();
+
+    kl_tensor_map blank;
+    std::memset(&blank, 0, sizeof blank);
+    EXPECT_EQ(KL_ERROR_TENSOR_MAP, kl_mla_q_rope_extract_tma(&h.k, &q, &blank, kTokens, kNq, kRope, nullptr));
+    EXPECT_NE(std::string::npos, std::string(kl_last_error_message())
+                                     .find("tensor map out_map: the map was never encoded (encode it with "
+                                           "kl_mla_q_rope_extract_tma_out_map_encode first)"))
+        << kl_last_error_message();
+    EXPECT_EQ(KL_ERROR_NULL_POINTER, kl_mla_q_rope_extract_tma(&h.k, nullptr, &out, kTokens, kNq, kRope, nullptr));
+    EXPECT_EQ(0u, h.rb.count) << "a refused launch recorded something";
+
+    // q_map and out_map share a description: either map fits either slot.
+    EXPECT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma(&h.k, &out, &q, kTokens, kNq, kRope, nullptr));
+}
+
+TEST(MlaTmaLaunch, RefusesAModuleWhoseLoadedImageIsNotSm90a) {
+    kl_record recs[1];
+    kl_record_backend rb;
+    kl_module mod;
+    kl_kernel k;
+    kl_record_backend_init(&rb, recs, 1);
+    rb.device_arch = "sm_90";
+    ASSERT_EQ(KL_SUCCESS, kl_record_backend_load_variant(&rb, kl_mla_prefill_variant_info, "mistral_small_4", &mod));
+    EXPECT_EQ(KL_ERROR_UNSUPPORTED, kl_mla_q_rope_extract_tma_get(&k, &mod));
+    kl_module_unload(&mod);
+}
+
+}  // namespace
