@@ -351,6 +351,18 @@ void bench_data_movement() {
         report("dm_q_rope_writeback_wide", what.str(), median_us([&](int) {
                    ok(kl_mla_q_rope_writeback_wide(&kww, r.bf(), q.bf(), t, nq, hd, nope, rope, q_dim, nullptr), "writeback_wide");
                }, g_runs, 3), 0, bytes);
+        // The copy engine's version (sm_90a only): the maps are encoded once, outside the timing.
+        kl_kernel kt;
+        if (kl_mla_q_rope_extract_tma_get(&kt, mod) == KL_SUCCESS) {
+            kl_tensor_map qm, om;
+            ok(kl_mla_q_rope_extract_tma_q_map_encode(&kt, &qm, q.bf() + nope, rope, nq, t, hd, q_dim), "q_map");
+            ok(kl_mla_q_rope_extract_tma_out_map_encode(&kt, &om, r.bf(), rope, nq, t, rope, size_t{nq} * rope), "out_map");
+            report("dm_q_rope_extract_tma", what.str(), median_us([&](int) {
+                       ok(kl_mla_q_rope_extract_tma(&kt, &qm, &om, t, nq, rope, nullptr), "extract_tma");
+                   }, g_runs, 3), 0, bytes);
+        } else {
+            std::printf("  skip dm_q_rope_extract_tma: %s\n", kl_last_error_message());
+        }
     }
     {
         kl_kernel k;

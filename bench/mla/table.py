@@ -102,7 +102,7 @@ def main():
         wide = name in ("dm_q_rope_extract", "dm_q_rope_writeback", "dm_cache_assemble", "dm_q_final_assemble")
         label = "%s%s (GB/s) vs copy" % (name[3:], " (seed grid)" if wide else "")
         row(label, r(name, "gbps"), "{:.0f}", (0.8, ">= 0.8 x copy"), copy)
-    for name in ("dm_q_rope_extract_wide", "dm_q_rope_writeback_wide", "dm_cache_assemble_wide",
+    for name in ("dm_q_rope_extract_wide", "dm_q_rope_extract_tma", "dm_q_rope_writeback_wide", "dm_cache_assemble_wide",
                  "dm_q_final_assemble_wide"):
         row("%s (GB/s) vs copy" % name[3:], r(name, "gbps"), "{:.0f}", (0.8, ">= 0.8 x copy"), copy)
 
