@@ -10,7 +10,8 @@
 //     tables: in each 128-byte line of shared memory, 16-byte chunk c holds
 //     chunk c ^ (line % 2, % 4, % 8), the line being bits 7.. of the shared
 //     address itself, so a box not at the pattern's boundary is swizzled with
-//     the ISA's base offset (addr / 128) % 2, 4 or 8);
+//     the ISA's base offset (addr / 128) % 2, 4 or 8; a box row narrower
+//     than its swizzle span takes the whole span, as an H200 does);
 //   - "cp.async.bulk.tensor" (.tile, global -> shared with
 //     .mbarrier::complete_tx::bytes, shared -> global with .bulk_group),
 //     "cp.async.bulk" (the same, contiguous: size a multiple of 16, both
@@ -63,13 +64,35 @@ namespace {
 
 constexpr uint32_t kMapBytes = 128;
 
+// The shared address where the copy engine puts byte `a` of a box (the ISA's
+// swizzle tables: the 16-byte chunk bits 4.. XORed with the line bits 7..).
+uint32_t swizzled(uint32_t a, uint32_t mode) {
+    if (mode == KL_TENSOR_MAP_SWIZZLE_NONE) return a;
+    const uint32_t mask = (1u << mode) - 1u;  // 32B: 1 bit, 64B: 2, 128B: 3
+    return a ^ (((a >> 7) & mask) << 4);
+}
+
+// Where byte `off` of a box's dense data (rows of row_bytes) lies in shared
+// memory: rows `pitch` apart, then swizzled. A swizzled box's rows each take
+// the whole swizzle span, also when narrower (an H200 lays out a box of
+// 32-byte rows under the 128B swizzle at 128 bytes a row, and 32-byte rows
+// under the 64B swizzle at 64; the ISA does not say).
+struct Layout {
+    uint64_t row_bytes, pitch;
+    uint32_t swizzle;
+    uint32_t at(uint32_t base, uint64_t off) const {
+        return swizzled(base + (uint32_t)(off / row_bytes * pitch + off % row_bytes), swizzle);
+    }
+};
+
 // A tensor copy's box as the map describes it.
 struct Box {
     kl_tensor_map_request r;
     uint32_t esize = 0;
     uint32_t n[KL_TENSOR_MAP_MAX_RANK] = {1, 1, 1, 1, 1};  // elements per dimension in shared memory
     uint64_t rows = 1;                                      // n[1] * ... * n[rank - 1]
-    uint64_t row_bytes = 0, bytes = 0;
+    uint64_t row_bytes = 0, bytes = 0;                      // bytes: the data, what complete_tx counts
+    Layout shared{0, 0, 0};
 };
 
 std::string where_is(const void *p) {
@@ -137,15 +160,8 @@ Box read_map(const void *p, uint32_t rank, const char *op) {
               "16): not a map klaunch encoded",
               op, p, where_is(p).c_str(), r.swizzle, r.oob_fill, r.dtype, r.box[0]);
     b.bytes = b.rows * b.row_bytes;
+    b.shared = Layout{b.row_bytes, r.swizzle ? 16u << r.swizzle : b.row_bytes, r.swizzle};
     return b;
-}
-
-// The shared address where the copy engine puts byte `a` of a box (the ISA's
-// swizzle tables: the 16-byte chunk bits 4.. XORed with the line bits 7..).
-uint32_t swizzled(uint32_t a, uint32_t mode) {
-    if (mode == KL_TENSOR_MAP_SWIZZLE_NONE) return a;
-    const uint32_t mask = (1u << mode) - 1u;  // 32B: 1 bit, 64B: 2, 128B: 3
-    return a ^ (((a >> 7) & mask) << 4);
 }
 
 // f(offset in the box, global address, bytes) for each run of in-bounds
@@ -174,12 +190,15 @@ void for_each_run(const Box &b, const int32_t *c, F f) {
 }
 
 // Out-of-bounds elements: zero, or OOB-NaN with the NaN fill. The ISA does
-// not give OOB-NaN's bits; this is a quiet NaN of each float width.
+// not give OOB-NaN's bits; an H200 writes 0x7ff7 in every 16 bits (f16 and
+// bf16 0x7ff7, f32 0x7ff77ff7, f64 0x7ff77ff77ff77ff7: a NaN in each).
 std::vector<unsigned char> filled(const Box &b) {
     std::vector<unsigned char> d(b.bytes, 0);
     if (b.r.oob_fill != KL_TENSOR_MAP_FILL_NAN) return d;
-    const uint64_t nan = b.esize == 2 ? 0x7fffull : b.esize == 4 ? 0x7fffffffull : 0x7fffffffffffffffull;
-    for (uint64_t i = 0; i < b.bytes; i += b.esize) memcpy(&d[i], &nan, b.esize);
+    for (uint64_t i = 0; i < b.bytes; i += 2) {
+        d[i] = 0xf7;
+        d[i + 1] = 0x7f;
+    }
     return d;
 }
 
@@ -202,10 +221,10 @@ void begin_tensor_copy(TensorCopy &c, const char *form, const void *map, uint32_
     c.b = read_map(map, rank, c.op);
     if (smem % 128u != 0u)
         fault(FaultKind::kMisaligned, smem, "%s: shared %s %u is not 128-byte aligned", c.op, role, smem);
-    const uint64_t window = (uint64_t)dynamic_base() + dynamic_size();
-    if (c.b.bytes > window)
+    const uint64_t window = (uint64_t)dynamic_base() + dynamic_size(), span = c.b.rows * c.b.shared.pitch;
+    if (span > window)
         fault(FaultKind::kSharedOutOfBounds, smem, "%s: a box of %llu bytes exceeds the block's shared memory (%llu)",
-              c.op, (unsigned long long)c.b.bytes, (unsigned long long)window);
+              c.op, (unsigned long long)span, (unsigned long long)window);
     char what[256];
     snprintf(what, sizeof what, "%s (box at %s, %llu bytes, shared %s %u) of thread %u", c.op,
              coords_str(coords, rank).c_str(), (unsigned long long)c.b.bytes, role, smem, thread());
@@ -220,21 +239,23 @@ void check_bulk(uint32_t smem, const void *g, uint32_t bytes, const char *op) {
         fault(FaultKind::kMisaligned, (uintptr_t)g, "%s: global address %p is not 16-byte aligned", op, g);
 }
 
-// A load's data land: the bytes at their shared addresses, as the issuer's writes.
+// A load's data land: the bytes at their shared addresses, as the issuer's
+// writes (16 at a time: the swizzle's unit; rows are multiples of 16).
 struct Landing {
-    uint32_t id, issuer, dst, swizzle;
+    uint32_t id, issuer, dst;
+    Layout layout;
     std::vector<unsigned char> data;
     void operator()() const {
         async_end(id);
         for (uint64_t k = 0; k < data.size(); k += 16)
-            memcpy(shared_as(issuer, swizzled(dst + (uint32_t)k, swizzle), 16, 1, Access::kWrite), &data[k], 16);
+            memcpy(shared_as(issuer, layout.at(dst, k), 16, 1, Access::kWrite), &data[k], 16);
     }
 };
 
-void issue_load(uint32_t dst, uint32_t swizzle, std::vector<unsigned char> data, uint32_t mbar, const char *op,
+void issue_load(uint32_t dst, const Layout &layout, std::vector<unsigned char> data, uint32_t mbar, const char *op,
                 const std::string &what) {
-    Landing l{async_begin(Access::kWrite, what), thread(), dst, swizzle, std::move(data)};
-    for (uint64_t k = 0; k < l.data.size(); k += 16) async_mark(l.id, swizzled(dst + (uint32_t)k, swizzle), 16);
+    Landing l{async_begin(Access::kWrite, what), thread(), dst, layout, std::move(data)};
+    for (uint64_t k = 0; k < l.data.size(); k += 16) async_mark(l.id, layout.at(dst, k), 16);
     const uint32_t bytes = (uint32_t)l.data.size();
     mbarrier_transaction(mbar, op, bytes, what, std::move(l));
 }
@@ -306,7 +327,7 @@ extern "C" void kl_emu_sm90_tma_load(uint32_t smem_dst, const void *tensor_map, 
         check_global(g, n, 1, Access::kRead);
         memcpy(&data[off], g, n);
     });
-    issue_load(smem_dst, c.b.r.swizzle, std::move(data), mbar, c.op, c.what);
+    issue_load(smem_dst, c.b.shared, std::move(data), mbar, c.op, c.what);
 }
 
 extern "C" void kl_emu_sm90_tma_store(const void *tensor_map, uint32_t rank, const int32_t *coords,
@@ -322,7 +343,7 @@ extern "C" void kl_emu_sm90_tma_store(const void *tensor_map, uint32_t rank, con
         // In-bounds elements only: the rest of the box need not be written.
         for (uint64_t k = off; k < off + n;) {
             const uint64_t e = std::min(off + n, (k / 16u + 1u) * 16u);  // to the end of k's 16-byte chunk
-            const uint32_t a = swizzled(smem_src + (uint32_t)k, b.r.swizzle);
+            const uint32_t a = b.shared.at(smem_src, k);
             memcpy(&bytes[k - off], shared(a, (uint32_t)(e - k), 1, Access::kRead), e - k);
             async_mark(st.id, a, (uint32_t)(e - k));
             k = e;
@@ -340,7 +361,8 @@ extern "C" void kl_emu_sm90_bulk_load(uint32_t smem_dst, const void *gsrc, uint3
     char what[200];
     snprintf(what, sizeof what, "%s (%u bytes to shared %u, mbarrier %#x) of thread %u", op, bytes, smem_dst, mbar,
              thread());
-    issue_load(smem_dst, KL_TENSOR_MAP_SWIZZLE_NONE, std::vector<unsigned char>(g, g + bytes), mbar, op, what);
+    issue_load(smem_dst, Layout{bytes, bytes, KL_TENSOR_MAP_SWIZZLE_NONE}, std::vector<unsigned char>(g, g + bytes), mbar,
+               op, what);
 }
 
 extern "C" void kl_emu_sm90_bulk_store(void *gdst, uint32_t smem_src, uint32_t bytes) {

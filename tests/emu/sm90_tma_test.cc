@@ -202,7 +202,8 @@ TEST(EmuTmaLoad, NegativeAndPastEndCoordinatesReadZero) {
 }
 
 // The same tensor as f32 with the NaN fill, box at (4, -1): x = 4..11, y =
-// -1..2; in-bounds words keep their bits, the others are NaN.
+// -1..2; in-bounds words keep their bits, the others are NaN (the ISA's
+// OOB-NaN; its bits, 0x7ff77ff7, are what an H200 writes).
 TEST(EmuTmaLoad, NanFillMarksOutOfBoundsElements) {
     Tensor t(40);
     const CUtensorMap m =
@@ -218,13 +219,14 @@ TEST(EmuTmaLoad, NanFillMarksOutOfBoundsElements) {
             if (x < 6 && y >= 0)
                 EXPECT_EQ(got, (uint32_t)(x + 8 * y)) << "x " << x << " y " << y;
             else
-                EXPECT_TRUE(std::isnan(f)) << "x " << x << " y " << y << ": " << std::hex << got;
+                EXPECT_TRUE(std::isnan(f) && got == 0x7ff77ff7u) << "x " << x << " y " << y << ": " << std::hex << got;
         }
 }
 
 // 2-byte elements: a bf16 8 x 2 tensor (rows of 16 bytes), box (8, 2) at
 // (-4, 1): x = -4..3, y = 1, 2; outside elements are bf16 NaNs (exponent all
-// ones, mantissa not zero), inside ones keep their bits (the index x + 8 y).
+// ones, mantissa not zero: 0x7ff7 on an H200), inside ones keep their bits
+// (the index x + 8 y).
 TEST(EmuTmaLoad, Bf16NanFillPerElement) {
     emu::Buffer<uint16_t> t(16, emu::Access::kRead, "tensor");
     for (uint16_t i = 0; i < 16; ++i) t[i] = i;
@@ -239,7 +241,8 @@ TEST(EmuTmaLoad, Bf16NanFillPerElement) {
             if (x >= 0 && y < 2)
                 EXPECT_EQ(h, (uint16_t)(x + 8 * y)) << "x " << x << " y " << y;
             else
-                EXPECT_TRUE((h & 0x7f80u) == 0x7f80u && (h & 0x7fu) != 0u) << "x " << x << " y " << y << ": " << h;
+                EXPECT_TRUE((h & 0x7f80u) == 0x7f80u && (h & 0x7fu) != 0u && h == 0x7ff7u)
+                    << "x " << x << " y " << y << ": " << h;
         }
 }
 
@@ -338,6 +341,27 @@ TEST(EmuTmaSwizzle, Swizzle128BAtAnOffsetUsesTheAddressLine) {
     EXPECT_EQ(r.out[64], 8u);
 }
 
+// Rows narrower than the swizzle span take the whole span (as an H200 lays
+// them out; the ISA does not say): box (8, 8) of u32 (32-byte rows) under the
+// 128B swizzle puts row r in line r, its two chunks where line r's table has
+// 0 and 1; the rest of each line keeps its prefill. 256 bytes of data.
+TEST(EmuTmaSwizzle, Swizzle128BNarrowRowsTakeTheWholeSpan) {
+    Tensor t(32 * 16);
+    const CUtensorMap m =
+        encode(request(KL_TENSOR_MAP_U32, t.buf.data(), {32, 16}, {128}, {8, 8}, KL_TENSOR_MAP_SWIZZLE_128B));
+    const LoadRun r = load(m, {0, 0}, 256, 0, 1024);
+    ASSERT_TRUE(r.f.ok()) << r.f.message;
+    for (uint32_t line = 0; line < 8; ++line)
+        for (uint32_t p = 0; p < 8; ++p) {
+            const uint32_t q = kSwizzle128B[line][p];
+            for (uint32_t w = 0; w < 4; ++w) {
+                const uint32_t word = line * 32 + p * 4 + w;
+                EXPECT_EQ(r.out[word], q < 2 ? 32 * line + 4 * q + w : kPrefill + word)
+                    << "line " << line << " position " << p << " word " << w;
+            }
+        }
+}
+
 // ---- stores -------------------------------------------------------------------
 
 struct StoreRun {
@@ -420,7 +444,24 @@ TEST(EmuTmaStore, Swizzle64BReadsTheSourceThroughTheTable) {
         }
 }
 
-// Ranks 1, 3 and 5 store the words of their boxes in x-fastest order.
+// The store side of the same layout: element (x, y) of a box (8, 8) of u32
+// under the 128B swizzle comes from line y, at the position where the table
+// has chunk x / 4 (an H200 stores 0x24 + 0x5000 at (0, 1): line 1,
+// position 1).
+TEST(EmuTmaStore, Swizzle128BNarrowRowsReadTheWholeSpan) {
+    const StoreRun r = store(request(KL_TENSOR_MAP_U32, nullptr, {8, 8}, {32}, {8, 8}, KL_TENSOR_MAP_SWIZZLE_128B), 64,
+                             {0, 0}, 0, 1024);
+    ASSERT_TRUE(r.f.ok()) << r.f.message;
+    for (uint32_t y = 0; y < 8; ++y)
+        for (uint32_t x = 0; x < 8; ++x) {
+            uint32_t p = 0;
+            while (kSwizzle128B[y][p] != x / 4) ++p;
+            EXPECT_EQ(r.g[x + 8 * y], kSource + y * 32 + p * 4 + x % 4) << "x " << x << " y " << y;
+        }
+    EXPECT_EQ(r.g[8], kSource + 0x24);
+}
+
+// Ranks 1, 3, 4 and 5 store the words of their boxes in x-fastest order.
 TEST(EmuTmaStore, Ranks1To5) {
     const StoreRun r1 = store(request(KL_TENSOR_MAP_U32, nullptr, {32}, {}, {8}), 32, {20}, 0, 32);
     ASSERT_TRUE(r1.f.ok()) << r1.f.message;
