@@ -68,6 +68,14 @@ def kernel_named(raw_name):
     return elf([(1, SHT_STRTAB, shstrtab, 0), (11, SHT_CUDA_INFO, kparam, 0)], 1)
 
 
+def kernel_with_param_cbank(value):
+    """One kernel with one parameter and an EIATTR_PARAM_CBANK record holding `value`."""
+    shstrtab = b"\0.shstrtab\0.nv.info.k\0"
+    kparam = struct.pack("<BBH", 4, 0x17, 12) + struct.pack("<IHHI", 0, 0, 0, (4 << 18) | (0x1F << 12))
+    cbank = struct.pack("<BBH", 4, 0x0A, len(value)) + value
+    return elf([(1, SHT_STRTAB, shstrtab, 0), (11, SHT_CUDA_INFO, kparam + cbank, 0)], 1)
+
+
 def write(data, name):
     path = os.path.join(os.environ.get("TEST_TMPDIR", tempfile.gettempdir()), name)
     with open(path, "wb") as f:
@@ -96,6 +104,16 @@ class CleanErrorTest(unittest.TestCase):
         for p in pieces:
             self.assertIn(p, err)
         return err
+
+    def test_param_cbank_gives_where_the_parameters_start(self):
+        # symbol 9, parameters at 0x210 of the bank, 256 bytes of them: sm_90's start.
+        path = write(kernel_with_param_cbank(struct.pack("<IHH", 9, 0x210, 256)), "cbank.cubin")
+        cubin = nvinfo.load(path)
+        self.assertEqual(cubin.kernels["k"].param_base, 0x210)
+
+    def test_a_cut_param_cbank_record_is_one_clean_error(self):
+        path = write(kernel_with_param_cbank(struct.pack("<IH", 9, 0x210)), "cbank_cut.cubin")
+        self.refused([path], "EIATTR_PARAM_CBANK of 6 bytes (expected 8)")
 
     def test_dev_zero_is_refused_unread(self):
         self.refused(["/dev/zero"], "/dev/zero: a character device, not a regular file")
