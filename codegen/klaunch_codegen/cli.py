@@ -273,7 +273,17 @@ def main(argv=None):
     if diags:
         return report()
     origins = dict(planned)
-    files = {p: text.encode("utf-8") for p, text in emit.outputs(specs, include_dir, docs).items()}
+    texts = emit.outputs(specs, include_dir, docs)
+    # What the rendered headers declare, against each other and the runtime.
+    from .collisions import check_outputs
+    from .names import emitted, runtime
+
+    base = lambda s: os.path.join(include_dir, "klaunch", s.family)
+    fatbins = [(s, e.name, e.pos, e.origin, e.what) for s in specs for e in emitted(s) if e.space == "c"]
+    check_outputs(specs, [(s, texts[base(s) + ".h"], texts[base(s) + ".cuh"]) for s in specs], runtime().identifiers, fatbins, diags)
+    if diags:
+        return report()
+    files = {p: text.encode("utf-8") for p, text in texts.items()}
 
     if args.check:
         stale = 0

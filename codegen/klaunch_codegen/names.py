@@ -2,15 +2,17 @@
 
 A spec's names reach the output raw (parameters, variant constants,
 kernel entries) or prefixed (launchers become kl_<name>, kl_<name>_get,
-..., families become file names and macros). raw_name_problem() checks a
-raw name against C and C++ keywords, reserved identifiers, the macros and
-declarations of the headers the output includes (header_names.txt, kept
-honest by tests/codegen/test_names.py against the compilers) and the
-prefixes klaunch and CUDA own. check_run() lists every name the run will
-emit, for every family, and reports collisions with the runtime's own
-names (read from include/klaunch/*.h, so the list cannot drift), with each
-other (after prefixing, and file names compared without case) and the
-runtime's limits (KL_MAX_CONSTS, the module metadata's field sizes).
+..., families become file names and macros). header_name_problem() checks
+a raw name against the macros, declarations and built-in variables of the
+headers the output includes (header_names.txt, kept honest by
+tests/codegen/test_names.py against the compilers) and the prefixes CUDA
+owns. check_run() lists the files the run writes and the names the build
+makes beside them (fatbin files and symbols), for every family, and
+reports collisions with the runtime's own names (read from
+include/klaunch/*.h, so the list cannot drift), with each other (file
+names compared without case) and the runtime's limits (KL_MAX_CONSTS, the
+module metadata's field sizes). What the rendered headers declare is
+collisions.py's, read from them.
 """
 
 import os
@@ -146,41 +148,21 @@ class Emitted:
         self.what = what  # "its kernel lookup", ...
 
 
-def emitted(spec, fatbin_names=True):
-    """Every file-scope name and file the spec's outputs declare."""
+def emitted(spec):
+    """The files the spec's outputs are, and the names the build makes
+    beside them (bazel/cuda.bzl, cmake/klaunch.cmake); the names the
+    generated headers declare are read from them once rendered
+    (collisions.py)."""
     out = []
     fam = spec.family
     fam_origin = "family '%s'" % fam
     out.append(Emitted("klaunch/%s.h" % fam, "file", spec, spec.family_pos, fam_origin, "its C header"))
     out.append(Emitted("klaunch/%s.cuh" % fam, "file", spec, spec.family_pos, fam_origin, "its kernel-side header"))
-    up = fam.upper()
-    for name, what in (("KLAUNCH_%s_H" % up, "the include guard of its C header"),
-                       ("KLAUNCH_%s_CUH" % up, "the include guard of its kernel-side header"),
-                       ("KL__%s_VARIANT" % up, "a macro of its kernel-side header"),
-                       ("KL__%s_CONST_LINES" % up, "a macro of its kernel-side header"),
-                       ("KL__%s_SIGNATURES_CHECKED" % up, "a macro of its kernel-side header")):
-        out.append(Emitted(name, "c", spec, spec.family_pos, fam_origin, what))
-    if fatbin_names:
-        for v in spec.variants:
-            origin = "variant '%s' of family '%s'" % (v.name, fam)
-            out.append(Emitted("kl_fatbin_%s_%s" % (fam, v.name), "c", spec, v.pos, origin, "its embedded fatbin (bazel/cuda.bzl)"))
-            out.append(Emitted("kl_fatbin_%s_%s_size" % (fam, v.name), "c", spec, v.pos, origin, "its embedded fatbin's size"))
-    for l in spec.launchers:
-        n = l.name
-        origin = "launcher '%s'" % n
-        for name, what in (("kl_%s" % n, "its launcher"),
-                           ("kl_%s_get" % n, "its kernel lookup"),
-                           ("kl_%s_check" % n, "its check function"),
-                           ("kl_%s_params" % n, "its parameter table"),
-                           ("kl_%s_desc" % n, "its kernel description"),
-                           ("kl__%s_prepare" % n, "its private check helper"),
-                           ("kl__%s_checks" % n, "its check table"),
-                           ("kl__%s_consts" % n, "its constant names"),
-                           ("kl__%s_attributes" % n, "its launch attributes")):
-            out.append(Emitted(name, "c", spec, l.pos, origin, what))
-        for c in l.checks:
-            if c.args:
-                out.append(Emitted("kl__%s_args%d" % (n, c.index), "c", spec, l.pos, origin, "the names of check %d" % c.index))
+    for v in spec.variants:
+        origin = "variant '%s' of family '%s'" % (v.name, fam)
+        out.append(Emitted("kl_fatbin_%s_%s" % (fam, v.name), "c", spec, v.pos, origin, "its embedded fatbin (bazel/cuda.bzl)"))
+        out.append(Emitted("kl_fatbin_%s_%s_size" % (fam, v.name), "c", spec, v.pos, origin, "its embedded fatbin's size"))
+        out.append(Emitted("%s_%s.fatbin" % (fam, v.name), "file", spec, v.pos, origin, "its fatbin file"))
     return out
 
 
@@ -190,6 +172,7 @@ def check_run(specs, diags):
     rt = runtime()
     runtime_files = {("klaunch/" + h).lower(): "klaunch/" + h for h in rt.headers}
     seen = {}  # name (files: lower case) -> Emitted
+    reported = set()  # (spec, origin): a variant whose symbol collides has a colliding fatbin file too
     for s in specs:
         _limits(s, rt, diags)
         over_runtime = False  # its guard then collides too: one message is enough
@@ -216,10 +199,14 @@ def check_run(specs, diags):
             if other.spec is e.spec and other.origin == e.origin:
                 continue
             where = "" if other.spec is e.spec else " in %s" % other.spec.path
+            if (id(s), e.origin) in reported:
+                continue
+            reported.add((id(s), e.origin))
             if e.space == "file":
                 diags.error(s.path, e.pos, "%s writes %s, which %s%s also writes%s" % (
                     e.origin, e.name, other.origin, where, "" if other.name == e.name else " as %s" % other.name),
-                    "file names that differ only in case are one file on some systems; rename one family")
+                    "file names that differ only in case are one file on some systems; rename one %s" % (
+                        "family" if e.origin.startswith("family") else "of them"))
             else:
                 diags.error(s.path, e.pos, "%s makes %s (%s), which %s%s also makes (%s)" % (
                     e.origin, e.name, e.what, other.origin, where, other.what), "rename one of them")
