@@ -29,23 +29,22 @@ class RuntimeHeadersError(Exception):
 
 
 def _read_header_names():
-    """({macro}, {declared function or type}) from header_names.txt."""
-    macros, decls = set(), set()
+    """({macro}, {declared function, type, namespace or variable}, {CUDA
+    built-in variable}) from header_names.txt."""
+    sections = {"# macros": set(), "# declarations": set(), "# built-in variables": set()}
     section = None
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "header_names.txt")
     with open(path) as f:
         for line in f:
             word = line.strip()
-            if word == "# macros":
-                section = macros
-            elif word == "# declarations":
-                section = decls
+            if word in sections:
+                section = sections[word]
             elif word and not word.startswith("#") and section is not None:
                 section.add(word)
-    return frozenset(macros), frozenset(decls)
+    return tuple(frozenset(sections[k]) for k in ("# macros", "# declarations", "# built-in variables"))
 
 
-HEADER_MACROS, HEADER_DECLARATIONS = _read_header_names()
+HEADER_MACROS, HEADER_DECLARATIONS, CUDA_BUILTINS = _read_header_names()
 
 
 def header_name_problem(name, role):
@@ -56,6 +55,9 @@ def header_name_problem(name, role):
     if name in HEADER_MACROS:
         return ("'%s' is a macro of the C or CUDA headers the generated files include" % name,
                 "it would be replaced wherever the name is used; rename it")
+    if name in CUDA_BUILTINS:
+        return ("'%s' is one of CUDA's built-in variables" % name,
+                "a kernel parameter, kernel or macro of that name would hide or replace it; rename it")
     if role in ("constant", "entry") and name in HEADER_DECLARATIONS:
         return ("'%s' is declared by the C or CUDA headers the kernel-side header includes" % name,
                 "a %s of that name would clash with it; rename it" % ("macro" if role == "constant" else "kernel"))

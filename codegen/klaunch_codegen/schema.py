@@ -137,6 +137,10 @@ RESERVED = frozenset("kernel stream NULL size_t uint8_t uint32_t uint64_t int32_
 # The preprocessor's operator, which no macro may be named.
 PREPROCESSOR_WORDS = frozenset(["defined"])
 
+# The program's entry point: no kernel (nvcc: "function main cannot be
+# marked __device__ or __global__") and no macro may take it.
+PROGRAM_ENTRY = frozenset(["main"])
+
 # Prefixes owned by others, for names that reach C raw (parameters, variant
 # constants, kernel entries): (pattern, owner).
 RESERVED_PATTERNS = (

@@ -38,6 +38,7 @@ from .schema import (
     INT64_MAX,
     INT64_MIN,
     PREPROCESSOR_WORDS,
+    PROGRAM_ENTRY,
     LAUNCHER_KEYS,
     MAX_SPEC_BYTES,
     PARAM_KEYS,
@@ -137,6 +138,9 @@ def name_problem(name, what):
         return ("%s '%s' uses a reserved prefix" % (what, name), "klaunch and KLAUNCH belong to klaunch's headers and guards")
     if name in PREPROCESSOR_WORDS:
         return ("%s '%s' is the preprocessor's operator" % (what, name), "rename it")
+    if name in PROGRAM_ENTRY and role in ("constant", "entry"):
+        return ("%s '%s' is the program's entry point" % (what, name),
+                "a kernel named main cannot be __global__, and a macro main breaks the program's main(); rename it")
     if role in ("param", "constant", "entry"):
         problem = header_name_problem(name, role)
         if problem:
@@ -418,6 +422,13 @@ class _Validator(LaunchChecks):
         if "entry" in f:
             launcher.entry = self.ident(f["entry"][1], "entry") or launcher.entry
             launcher.entry_pos = node_pos(f["entry"][1])
+        elif name is not None:
+            # The kernel takes the launcher's name: it must be one a kernel may have.
+            problem = name_problem(name, "entry")
+            if problem:
+                said = problem[0][len("entry '%s' " % name):]
+                self.err(node_pos(f["name"][1]), "launcher '%s' gives no entry, so its kernel is named %s, which %s" % (name, name, said),
+                         "%s; or give it an entry: %s_kernel" % (problem[1], name))
         launcher.doc = self.doc(f)
         if "params" in f and not self.params(f["params"][1], launcher, label, spec):
             return None  # its expressions would only report unknown names

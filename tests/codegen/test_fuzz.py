@@ -20,15 +20,12 @@ how many mutants and which; a failure prints the seed, the mutant's index
 and its text, and writes it under $TEST_UNDECLARED_OUTPUTS_DIR.
 """
 
-import contextlib
 import glob
 import hashlib
-import io
 import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -37,7 +34,7 @@ import unittest
 import codegen_test_support as support
 import yaml
 
-from klaunch_codegen import cli, yamlpos
+from klaunch_codegen import yamlpos
 
 GCC = support.tool("gcc")
 GXX = support.tool("g++")
@@ -125,14 +122,6 @@ def mutate(rng, text):
     return "\n".join(lines)
 
 
-class _Timeout(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise _Timeout()
-
-
 DIAG = re.compile(r"^(?:.+):\d+:\d+: error: .+; .+$")
 
 STUB_BF16 = "struct __nv_bfloat16 { unsigned short x; };\nstruct __half { unsigned short x; };\n"
@@ -161,22 +150,8 @@ class FuzzTest(unittest.TestCase):
         self.fail("mutant %d (KLAUNCH_FUZZ_SEED=%d): %s\n--- spec ---\n%s" % (i, SEED, why, text[:4000]))
 
     def run_generator(self, case, spec_name):
-        out = os.path.join(case, "out")
-        stderr = io.StringIO()
-        cwd = os.getcwd()
-        os.chdir(case)
-        signal.signal(signal.SIGALRM, _alarm)
-        signal.alarm(TIMEOUT_S)
-        try:
-            with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(io.StringIO()):
-                try:
-                    rc = cli.main(["--include-dir", "out", "--docs", "out/L.md", spec_name])
-                except SystemExit as e:
-                    rc = e.code
-        finally:
-            signal.alarm(0)
-            os.chdir(cwd)
-        return rc, stderr.getvalue(), out
+        rc, err = support.run_codegen_in_process(["--include-dir", "out", "--docs", "out/L.md", spec_name], case, TIMEOUT_S)
+        return rc, err, os.path.join(case, "out")
 
     def compile_outputs(self, i, text, out, family, variant):
         h = os.path.join(out, "klaunch", family + ".h")
@@ -238,7 +213,7 @@ class FuzzTest(unittest.TestCase):
             before = support.tree_snapshot(case, folders=True)
             try:
                 rc, err, out = self.run_generator(case, spec_name)
-            except _Timeout:
+            except support.GeneratorTimeout:
                 self.fail_mutant(i, text, "the generator ran past %d s" % TIMEOUT_S)
             except Exception as e:  # noqa: BLE001 (any escape is the failure)
                 import traceback

@@ -80,30 +80,77 @@ def compiler_names():
                                  universal_newlines=True, cwd=tmp)
             text = re.sub(r"^#.*$", "", out.stdout, flags=re.M)
             text = re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
+            text = re.sub(r"'(?:\\.|[^'\\])*'", "''", text)
             # Declarations the C library and CUDA headers make: extern ... name(
             decls = set(re.findall(r"\bextern\b[^;{}]*?\b([A-Za-z][A-Za-z0-9_]*)\s*\(", text))
+            # CUDA's built-in variables (threadIdx, warpSize, ...), which a
+            # parameter would hide from the kernel's body.
+            builtins = set(re.findall(r"__attribute__\(\(device_builtin\)\)\s*extern\s+const\s+([A-Za-z]\w*)\s*;", text))
+            decls |= global_names(file_scope(text))
     drop = schema.C_KEYWORDS | schema.CXX_KEYWORDS | {"__attribute__", "throw", "noexcept", "decltype", "operator"}
     keep = lambda n: not n.startswith("_") and n not in drop and not any(p.match(n) for p, _ in schema.RESERVED_PATTERNS)
     macros = {n for n in macros if keep(n)}
-    decls = {n for n in decls if keep(n)} - macros
-    return macros, decls
+    builtins = {n for n in builtins if keep(n)} - macros
+    decls = {n for n in decls if keep(n)} - macros - builtins
+    return macros, decls, builtins
+
+
+def file_scope(text):
+    """Preprocessed C++ at file scope: the bodies of namespaces, classes
+    and functions dropped, those of extern "C" { ... } kept."""
+    out, stack, last = [], [], 0
+    for m in re.finditer(r"[{}]", text):
+        i = m.start()
+        if all(stack):
+            out.append(text[last:i])
+        if m.group() == "{":
+            transparent = bool(re.search(r'\bextern\s*""\s*$', text[max(0, i - 40):i]))
+            stack.append(transparent)
+            out.append(" " if transparent else "{")
+        else:
+            t = stack.pop() if stack else True
+            if all(stack):
+                out.append(" " if t else "}")
+        last = i + 1
+    out.append(text[last:])
+    return "".join(out)
+
+
+def global_names(flat):
+    """Types (typedefs, struct/class/union/enum tags), namespaces and
+    extern variables that file-scope text declares."""
+    found = set()
+    for m in re.finditer(r"\btypedef\b([^;]*);", flat):
+        pointer = re.search(r"\(\s*\*\s*([A-Za-z]\w*)\s*\)", m.group(1))
+        ids = re.findall(r"[A-Za-z_]\w*", re.sub(r"\[[^\]]*\]|\{\}", "", m.group(1)))
+        if pointer or ids:
+            found.add(pointer.group(1) if pointer else ids[-1])
+    found.update(re.findall(r"\b(?:struct|class|union|enum)\s+(?:__attribute__\s*\(\([^;{]*?\)\)\s*|alignas\([^)]*\)\s*)*"
+                            r"([A-Za-z_]\w*)\s*(?:final\s*)?(?::[^{;]*)?\{", flat))
+    found.update(re.findall(r"\bnamespace\s+([A-Za-z_]\w*)", flat))
+    found.update(re.findall(r"\bextern\b[^;(){}]*?\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*;", flat))
+    return found
 
 
 def update():
-    macros, decls = compiler_names()
+    macros, decls, builtins = compiler_names()
     with open(HEADER_NAMES, "w") as f:
         f.write("# Names the headers of the generated files define as macros, or declare, and\n"
                 "# which spec names therefore must not take (codegen/klaunch_codegen/names.py).\n"
                 "# Made by `python3 tests/codegen/test_names.py --update` from gcc, g++ and\n"
-                "# nvcc (-dM -E, and nvcc -E's extern declarations) on the headers the generated\n"
-                "# .h, the runtime and the .cuh include; names starting with _ and names the\n"
-                "# patterns of schema.RESERVED_PATTERNS cover are left out. Macros are refused\n"
-                "# for every raw name, declarations for kernel entries and constants.\n")
+                "# nvcc (-dM -E, and nvcc -E's extern functions, file-scope types, namespaces\n"
+                "# and extern variables) on the headers the generated .h, the runtime and the\n"
+                "# .cuh include; names starting with _ and names the patterns of\n"
+                "# schema.RESERVED_PATTERNS cover are left out. Macros and CUDA's built-in\n"
+                "# variables are refused for every raw name, declarations for kernel entries\n"
+                "# and constants.\n")
         f.write("# macros\n")
         f.writelines(n + "\n" for n in sorted(macros))
+        f.write("# built-in variables\n")
+        f.writelines(n + "\n" for n in sorted(builtins))
         f.write("# declarations\n")
         f.writelines(n + "\n" for n in sorted(decls))
-    print("wrote %s: %d macros, %d declarations" % (HEADER_NAMES, len(macros), len(decls)))
+    print("wrote %s: %d macros, %d built-in variables, %d declarations" % (HEADER_NAMES, len(macros), len(builtins), len(decls)))
 
 
 def problem(name, role):
@@ -113,9 +160,12 @@ def problem(name, role):
 class HeaderNamesTest(unittest.TestCase):
     @unittest.skipUnless(GCC and GXX, "gcc/g++ are not installed")
     def test_every_macro_and_declaration_of_the_included_headers_is_refused(self):
-        macros, decls = compiler_names()
+        macros, decls, builtins = compiler_names()
         self.assertIn("UINT32_MAX", macros | set(n for n in ["UINT32_MAX"] if schema.RESERVED_PATTERNS[1][0].match(n)))
-        missing = sorted(n for n in macros if problem(n, "param") is None)
+        if NVCC:
+            self.assertEqual(builtins, {"threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize"})
+            self.assertTrue({"dim3", "float4", "half", "FILE", "std"} <= decls, sorted(decls)[:50])
+        missing = sorted(n for n in macros | builtins if problem(n, "param") is None)
         missing += sorted(n for n in decls if problem(n, "entry") is None or problem(n, "constant") is None)
         self.assertEqual(missing, [], "names the compilers define that a spec may take; run: python3 tests/codegen/test_names.py --update")
 
