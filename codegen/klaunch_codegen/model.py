@@ -199,6 +199,7 @@ class Variant:
         self.constants = constants  # [(name, int)] in spec order
         self.pos = pos
         self.const_pos = {}  # name -> position of its key
+        self.defined = None  # constant names it defines, or None when one was refused for its name
 
 
 class Spec:
@@ -211,6 +212,7 @@ class Spec:
         self.doc = ""
         self.variants = []
         self.launchers = []
+        self.refused_consts = {}  # constant name -> "name" or "value": reported, so left out
 
     @property
     def const_names(self):

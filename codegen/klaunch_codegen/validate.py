@@ -288,6 +288,15 @@ class _Validator(LaunchChecks):
         if not node.value:
             self.err(node_pos(node), "variants is empty", "define at least one variant (one fatbin is built per variant)")
             return
+        # Where each constant name is defined, over every variant: a name
+        # that cannot be a constant is reported once, with the others.
+        self.const_sites = {}
+        for _, vnode in node.value:
+            cnode = dict((k.value, v) for k, v in vnode.value if is_scalar(k)).get("constants") if is_mapping(vnode) else None
+            if cnode is not None and is_mapping(cnode):
+                for k, _ in cnode.value:
+                    if is_scalar(k):
+                        self.const_sites.setdefault(k.value, []).append(node_pos(k))
         seen = {}
         for knode, vnode in node.value:
             if not is_scalar(knode):
@@ -310,18 +319,26 @@ class _Validator(LaunchChecks):
                 continue
             else:
                 fields = self.fields(vnode, where, VARIANT_KEYS, ())
-            constants, const_pos = [], {}
+            constants, const_pos, refused = [], {}, {}
             if "constants" in fields:
-                constants = self.constants(fields["constants"][1], name, const_pos)
+                constants = self.constants(fields["constants"][1], name, const_pos, refused)
             variant = Variant(name, self.doc(fields), constants, node_pos(knode))
             variant.const_pos = const_pos
             spec.variants.append(variant)
-        if not spec.variants:
+            spec.refused_consts.update(refused)
+            # A constant refused for its value is still defined here; one
+            # refused for its name leaves the variant's set unknown.
+            variant.defined = None if "name" in refused.values() else [n for n, _ in constants] + [
+                n for n, why in refused.items() if why == "value"]
+        # One wrong constant is one error: variants compared only with what
+        # is known of them.
+        known = [v for v in spec.variants if v.defined is not None]
+        if not known:
             return
-        first = spec.variants[0]
-        first_names = [n for n, _ in first.constants]
-        for v in spec.variants[1:]:
-            names = [n for n, _ in v.constants]
+        first = known[0]
+        first_names = first.defined
+        for v in known[1:]:
+            names = v.defined
             missing = [n for n in first_names if n not in names]
             extra = [n for n in names if n not in first_names]
             for n in missing:
@@ -337,7 +354,9 @@ class _Validator(LaunchChecks):
                     "every variant defines the same constants",
                 )
 
-    def constants(self, node, variant, positions):
+    def constants(self, node, variant, positions, refused):
+        """[(name, value)] of a variant's constants; refused[name] is "name"
+        or "value" for each one reported."""
         out = []
         if node.tag == NULL:
             return out
@@ -356,8 +375,15 @@ class _Validator(LaunchChecks):
             seen[name] = knode
             problem = name_problem(name, "constant name")
             if problem:
-                self.err(node_pos(knode), *problem)
+                refused[name] = "name"
+                sites = getattr(self, "const_sites", {}).get(name, [node_pos(knode)])
+                if sites[0] == node_pos(knode):
+                    lines = ["%d" % line for line, _ in sites[1:]]
+                    also = " (it is defined at line%s %s too)" % ("s" if len(lines) > 1 else "", " and ".join(
+                        [", ".join(lines[:-1]), lines[-1]] if len(lines) > 1 else lines)) if lines else ""
+                    self.err(node_pos(knode), problem[0], problem[1] + also)
                 continue
+            refused[name] = "value"  # until its value is read
             if not is_scalar(vnode) or vnode.tag != INT:
                 shown = vnode.value if is_scalar(vnode) else kind_of(vnode)
                 self.err(
@@ -372,6 +398,7 @@ class _Validator(LaunchChecks):
             if not INT64_MIN <= value <= INT64_MAX:
                 self.err(node_pos(vnode), "constant %s = %s does not fit in 64 bits" % (name, vnode.value), "constants are signed 64-bit integers")
                 continue
+            del refused[name]
             out.append((name, value))
             positions[name] = node_pos(knode)
         return out
@@ -435,6 +462,11 @@ class _Validator(LaunchChecks):
         consts = {}
         for v in spec.variants:
             for n, _ in v.constants:
+                consts.setdefault(n, True)
+        # A constant already reported is still a constant to its readers:
+        # no 'unknown name' for each expression that reads it.
+        for n in spec.refused_consts:
+            if _IDENT.match(n):
                 consts.setdefault(n, True)
         resolver = _Resolver(launcher.params, list(consts))
         if "preconditions" in f and self.want_list(f["preconditions"][1], "preconditions of %s" % label):

@@ -129,6 +129,10 @@ def global_names(flat):
                             r"([A-Za-z_]\w*)\s*(?:final\s*)?(?::[^{;]*)?\{", flat))
     found.update(re.findall(r"\bnamespace\s+([A-Za-z_]\w*)", flat))
     found.update(re.findall(r"\bextern\b[^;(){}]*?\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*;", flat))
+    # Functions declared or defined there, extern or not (CUDA's device
+    # functions are static inline: atomicAdd, make_float2).
+    found.update(re.findall(r"\b([A-Za-z_]\w*)\s*\((?:[^;{}()]|\([^;{}()]*\))*\)\s*(?:const\s*|noexcept\s*|throw\s*\(\s*\)\s*|"
+                            r"__attribute__\s*\(\((?:[^;{}()]|\([^;{}()]*\))*\)\)\s*)*(?:;|\{\}|->)", flat))
     return found
 
 
@@ -164,7 +168,7 @@ class HeaderNamesTest(unittest.TestCase):
         self.assertIn("UINT32_MAX", macros | set(n for n in ["UINT32_MAX"] if schema.RESERVED_PATTERNS[1][0].match(n)))
         if NVCC:
             self.assertEqual(builtins, {"threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize"})
-            self.assertTrue({"dim3", "float4", "half", "FILE", "std"} <= decls, sorted(decls)[:50])
+            self.assertTrue({"dim3", "float4", "half", "FILE", "std", "atomicAdd", "make_float2"} <= decls, sorted(decls)[:50])
         missing = sorted(n for n in macros | builtins if problem(n, "param") is None)
         missing += sorted(n for n in decls if problem(n, "entry") is None or problem(n, "constant") is None)
         self.assertEqual(missing, [], "names the compilers define that a spec may take; run: python3 tests/codegen/test_names.py --update")
