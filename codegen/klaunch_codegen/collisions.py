@@ -66,8 +66,6 @@ _KIND_WHAT = {
     "prototype": "a declaration",
     "object": "a static table",
     "type": "a type",
-    "param": "a parameter",
-    "local": "a local",
     "fatbin": "an embedded fatbin",
 }
 
@@ -206,10 +204,15 @@ class _Origins:
 
 
 def _what(d, shape):
-    words = d.what if isinstance(d, Extra) else _WHAT.get(shape) or _KIND_WHAT[d.kind]
-    if d.function is not None:
-        words += ", a %s of %s()" % ("parameter" if d.kind == "param" else "local", d.function.name)
-    return words
+    """What a declared name is, for a message: 'its kernel lookup', 'the
+    launch geometry, a local of kl_k()'."""
+    if isinstance(d, Extra):
+        return d.what
+    where = "a %s of %s()" % ("parameter" if d.kind == "param" else "local", d.function.name) if d.function is not None else None
+    words = _WHAT.get(shape)
+    if words is None:
+        return where or _KIND_WHAT[d.kind]
+    return words + (", " + where if where else "")
 
 
 # ---- the checks ----------------------------------------------------------------------

@@ -61,9 +61,6 @@ def header_name_problem(name, role):
     if role in ("constant", "entry") and name in HEADER_DECLARATIONS:
         return ("'%s' is declared by the C or CUDA headers the kernel-side header includes" % name,
                 "a %s of that name would clash with it; rename it" % ("macro" if role == "constant" else "kernel"))
-    if role == "constant" and name in schema.CUH_IDENTIFIERS:
-        return ("'%s' is a name the generated kernel-side header uses after the constants are #defined" % name,
-                "the macro would replace it there; rename the constant")
     return None
 
 

@@ -148,9 +148,3 @@ RESERVED_PATTERNS = (
     (re.compile(r"U?INT[A-Z0-9_]*_(?:MAX|MIN|C|WIDTH)\Z"), "C's <stdint.h> (INT*/UINT* macros ending _MAX, _MIN, _C, _WIDTH)"),
     (re.compile(r"u?int[a-z0-9_]*_t\Z"), "C's <stdint.h> (int*_t and uint*_t types)"),
 )
-
-# Identifiers the generated kernel-side header uses after it #defines the
-# variant constants (its signature-check templates): a constant of one of
-# these names would be substituted there. tests/codegen/test_names.py reads
-# the rendered headers to keep this list whole.
-CUH_IDENTIFIERS = frozenset("arg arity is_kernel ok present type value".split())

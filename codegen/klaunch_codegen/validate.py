@@ -238,13 +238,17 @@ class _Validator(LaunchChecks):
             self.err(node_pos(node), "%s: %s" % (what, e.message), e.hint + ", as in expressions")
             return None
 
-    def ident(self, node, what):
+    def ident(self, node, what, refused=None):
+        """The name, or None after reporting (and, for a name that is a C
+        identifier refused where it stands, adding it to `refused`)."""
         name = self.text(node, what)
         if name is None:
             return None
         problem = name_problem(name, what)
         if problem:
             self.err(node_pos(node), *problem)
+            if refused is not None and _IDENT.match(name):
+                refused.add(name)
             return None
         return name
 
@@ -446,6 +450,7 @@ class _Validator(LaunchChecks):
         if "name" in f:
             name = self.ident(f["name"][1], "launcher name")
         launcher = Launcher(name or "?", node_pos(node))
+        self.refused_params = set()  # names reported, still known to this launcher's expressions
         if "entry" in f:
             launcher.entry = self.ident(f["entry"][1], "entry") or launcher.entry
             launcher.entry_pos = node_pos(f["entry"][1])
@@ -468,7 +473,7 @@ class _Validator(LaunchChecks):
         for n in spec.refused_consts:
             if _IDENT.match(n):
                 consts.setdefault(n, True)
-        resolver = _Resolver(launcher.params, list(consts))
+        resolver = _Resolver(launcher.params, list(consts), self.refused_params)
         if "preconditions" in f and self.want_list(f["preconditions"][1], "preconditions of %s" % label):
             for number, item in enumerate(f["preconditions"][1].value, 1):
                 self.precondition(item, number, launcher, label, resolver)
@@ -540,7 +545,7 @@ class _Validator(LaunchChecks):
         keys = [k.value for k, _ in node.value if is_scalar(k)]
         if len(node.value) == 1 and keys and keys[0] not in PARAM_KEYS:
             knode, vnode = node.value[0]
-            name = self.ident(knode, "parameter name")
+            name = self.ident(knode, "parameter name", self.refused_params)
             type_text = self.text(vnode, "the type of parameter '%s'" % knode.value) if is_scalar(vnode) else None
             if not is_scalar(vnode):
                 self.err(node_pos(vnode), "the type of parameter '%s' must be text, got %s" % (knode.value, kind_of(vnode)), "write name: type, e.g. n: u32")
@@ -549,7 +554,7 @@ class _Validator(LaunchChecks):
         else:
             where = "in a parameter of %s" % label
             f = self.fields(node, where, PARAM_KEYS, ("name", "type"))
-            name = self.ident(f["name"][1], "parameter name") if "name" in f else None
+            name = self.ident(f["name"][1], "parameter name", self.refused_params) if "name" in f else None
             type_node = f["type"][1] if "type" in f else None
             type_text = self.text(type_node, "type") if type_node is not None else None
             launch_only = False
@@ -849,9 +854,10 @@ class _Validator(LaunchChecks):
 class _Resolver:
     """Names an expression of one launcher may read."""
 
-    def __init__(self, params, const_names):
+    def __init__(self, params, const_names, refused=()):
         self.params = {p.name: p for p in params}
         self.consts = const_names
+        self.refused = refused  # parameters refused for their names: reported once, not at each use
 
     def __call__(self, name):
         p = self.params.get(name)
@@ -859,6 +865,8 @@ class _Resolver:
             return ex.Binding("param", name, ptype=p.type)
         if name in self.consts:
             return ex.Binding("const", name)
+        if name in self.refused:
+            return ex.Binding("param", name, ptype=None)
         return None
 
     def candidates(self):

@@ -80,6 +80,10 @@ def _c_parser_wanted():
 
 _NON_PRINTABLE = yaml.reader.Reader.NON_PRINTABLE
 _LINE_BREAK = re.compile("\r\n|\r|\n")
+# A double-quoted scalar's \u and \U escapes (\x cannot leave U+00FF), and
+# the UTF-16 surrogates an escape may name, which are not characters.
+_ESCAPE = re.compile(r"\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _CONTROL_NAMES = {0: "NUL", 0x7F: "DEL", 0x0B: "vertical tab", 0x0C: "form feed", 0x1B: "escape", 0x08: "backspace"}
 
 
@@ -191,8 +195,43 @@ class Source:
             return self._compose_events(loader)
         except yaml.MarkedYAMLError as e:
             raise self._error(e)
+        except (ValueError, OverflowError):
+            # PyYAML's own scanner on a \U escape past U+10FFFF (chr() fails;
+            # libyaml refuses it as a syntax error, then this parser reads it).
+            raise self._bad_escape(loader.get_mark().index)
         finally:
             loader.dispose()
+
+    def _bad_escape(self, index, value_hint=None):
+        """YamlSyntaxError at the escape (backslash u or U) that starts at or before index."""
+        start = max(self.text.rfind("\\", 0, index + 1), 0)
+        m = _ESCAPE.match(self.text, start)
+        if m is None:  # not an escape after all: still no traceback
+            return YamlSyntaxError(self.pos_of_index(index), "malformed double-quoted string")
+        escape = m.group()
+        code = int(escape[2:], 16)
+        if 0xD800 <= code <= 0xDFFF:
+            problem = "escape %s in a double-quoted string is a UTF-16 surrogate, not a character" % escape
+            hint = value_hint or "write the character itself, or \\U and its 8-digit code point"
+        else:
+            problem = "escape %s in a double-quoted string is past U+10FFFF, the last Unicode character" % escape
+            hint = "write the character itself, or \\U and its 8-digit code point"
+        return YamlSyntaxError(self.pos_of_index(start), problem, hint, prefix="")
+
+    def _surrogate(self, start, end):
+        """YamlSyntaxError at the first surrogate escape of a double-quoted
+        scalar's source: its value cannot be UTF-8 or C text."""
+        for m in _ESCAPE.finditer(self.text, start, end):
+            code = int(m.group()[2:], 16)
+            if 0xD800 <= code <= 0xDBFF:
+                low = _ESCAPE.match(self.text, m.end())
+                if low and 0xDC00 <= int(low.group()[2:], 16) <= 0xDFFF and len(low.group()) == 6:
+                    pair = 0x10000 + ((code - 0xD800) << 10) + (int(low.group()[2:], 16) - 0xDC00)
+                    return self._bad_escape(m.start(), "a YAML escape is one code point: for U+%04X write \\U%08X" % (pair, pair))
+            if 0xD800 <= code <= 0xDFFF:
+                return self._bad_escape(m.start())
+        return YamlSyntaxError(self.pos_of_index(start), "a double-quoted string holds a UTF-16 surrogate, not a character",
+                               "write the character itself", prefix="")
 
     def _compose_events(self, loader):
         # One pass over the parser's events, kept lean: a 10,000-launcher
@@ -256,6 +295,8 @@ class Source:
                 else:
                     pos = (line + 1, start - line_starts[line] + 1)
                 if cls is ScalarEvent:
+                    if ev.style == '"' and _SURROGATE.search(value):
+                        raise self._surrogate(start, end)
                     if tag is not None and tag != "!":
                         rtag = STR
                     elif ev.implicit[0]:

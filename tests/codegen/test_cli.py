@@ -282,6 +282,26 @@ class AcrossFamiliesTest(unittest.TestCase):
         self.assertIn("a.yaml:3:3: error: variant 'b_c' of family 'a' makes kl_fatbin_a_b_c (its embedded fatbin (bazel/cuda.bzl)), "
                       "which variant 'c' of family 'a_b' in a_b.yaml also makes (its embedded fatbin (bazel/cuda.bzl)); rename one of them", err)
 
+    def test_launcher_of_one_family_named_like_anothers_variant_table(self):
+        # Read from the rendered headers: no list of emitted names knew it.
+        rc, err = self.gen(self.spec("fa", ["fb_variant_info"]), self.spec("fb", ["k"]))
+        self.assertEqual(rc, 1)
+        self.assertEqual(err, [
+            "fb.yaml:1:9: error: family 'fb' makes kl_fb_variant_info (its variant table), which launcher 'fb_variant_info' in fa.yaml "
+            "also makes (its launcher); rename one of them",
+            "klaunch_codegen: 1 error; nothing written",
+        ])
+
+    def test_variants_that_differ_only_in_case(self):
+        # Their fatbin files (<family>_<variant>.fatbin) are one file where case is ignored.
+        rc, err = self.gen(self.spec("fc", ["k"], "gqa: {}\n  GQA: {}"))
+        self.assertEqual(rc, 1)
+        self.assertEqual(err, [
+            "fc.yaml:4:3: error: variant 'GQA' of family 'fc' writes fc_GQA.fatbin, which variant 'gqa' of family 'fc' also writes as "
+            "fc_gqa.fatbin; file names that differ only in case are one file on some systems; rename one of them",
+            "klaunch_codegen: 1 error; nothing written",
+        ])
+
     def test_families_that_differ_only_in_case(self):
         rc, err = self.gen(self.spec("copy", ["k1"]), self.spec("Copy", ["k2"]))
         self.assertEqual(rc, 1)

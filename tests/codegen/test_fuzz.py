@@ -59,7 +59,7 @@ TEXTS = ["*/ x /*", "ends with \\", "trigraph ??/", "a\n#define KL_NO_SIGNATURE_
          "n == n", "max(n)", "n ** 2"]
 
 
-NASTY_DOCS = [r'"*\\\n/ \u2028 ??/ ends \\"', r'"a */ b /* c \0 \e \u202e"', '"%s %d %n"', r'"\"quoted\" \\ ??="',
+NASTY_DOCS = [r'"*\\\n/ \u2028 ??/ ends \\"', r'"lone \ud800 surrogate"', r'"pair \ud83d\ude00"', r'"past \U00110000"', r'"a */ b /* c \0 \e \u202e"', '"%s %d %n"', r'"\"quoted\" \\ ??="',
               "|\n      two\n      lines \\", ">-\n      folded */"]
 
 

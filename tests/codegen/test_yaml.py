@@ -134,6 +134,24 @@ class BadInputTest(unittest.TestCase):
             self.assertIn("U+%04X" % ord(ch), cm.exception.problem)
             self.assertIn(name, cm.exception.problem)
 
+    def test_escapes_that_name_no_character_are_positioned_errors_from_both_parsers(self):
+        # Surrogates (alone or paired) and code points past U+10FFFF: libyaml
+        # refuses them, Python's reader took surrogates and raised ValueError
+        # or OverflowError past U+10FFFF. Keys too.
+        for text, col, what in (('a: "x \\ud800 y"', 7, "\\ud800 in a double-quoted string is a UTF-16 surrogate"),
+                                ('a: "\\ud83d\\ude00"', 5, "\\ud83d in a double-quoted string is a UTF-16 surrogate"),
+                                ('"\\udfff": 1', 2, "\\udfff in a double-quoted string is a UTF-16 surrogate"),
+                                ('a: [1, "\\U00110000"]', 9, "\\U00110000 in a double-quoted string is past U+10FFFF"),
+                                ('a: "\\UFFFFFFFF"', 5, "\\UFFFFFFFF in a double-quoted string is past U+10FFFF")):
+            for parser in ("c", "python"):
+                tree, problem = compose(text + "\n", parser)
+                self.assertIsNone(tree, (text, parser))
+                self.assertEqual(problem[0], (1, col), (text, parser))
+                self.assertTrue(problem[1].startswith("escape " + what), (text, parser, problem))
+        # What is a character stays one: \U0001F600, \x80, a \u in single quotes.
+        for text in ('a: "\\U0001F600 \\x80"', "a: '\\ud800'"):
+            self.assertIsNotNone(compose(text + "\n", "python")[0], text)
+
     def test_explicit_tags_are_reported_with_positions(self):
         for parser in ("c", "python"):
             tree, tags = compose("a: !!bool maybe\nb: !!int two\nc: !custom [1]\nd: ! x\n", parser)
