@@ -174,7 +174,7 @@ def measure(cmd):
 def in_process(launchers, top):
     """--phases / --profile: this checkout's generator, imported."""
     sys.path.insert(0, os.path.join(ROOT, "codegen"))
-    from klaunch_codegen import cli, diag, emit, names, yamlpos
+    from klaunch_codegen import cli, collisions, diag, emit, names, yamlpos
     from klaunch_codegen.spec import cross_check, load_spec
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -209,8 +209,11 @@ def in_process(launchers, top):
             assert s is not None and not d, [str(x) for x in d.items]
             phase("cross-family and name checks", lambda: (cross_check([s], d), names.check_run([s], d)))
             phase("launcher views", lambda: emit._views(s))
-            phase("render klaunch/speed.h", lambda: emit.render_header(s))
-            phase("render klaunch/speed.cuh", lambda: emit.render_cuh(s))
+            h = phase("render klaunch/speed.h", lambda: emit.render_header(s))
+            cuh = phase("render klaunch/speed.cuh", lambda: emit.render_cuh(s))
+            fatbins = [(s, e.name, e.pos, e.origin, e.what) for e in names.emitted(s) if e.space == "c"]
+            phase("what the headers declare (collisions)",
+                  lambda: collisions.check_outputs([s], [(s, h, cuh)], names.runtime().identifiers, fatbins, d))
             phase("render the launcher reference", lambda: emit.render_docs([s]))
         finally:
             os.chdir(cwd)

@@ -10,17 +10,17 @@ in general: no function bodies at file scope other than definitions, no
 test_declared.py checks that every identifier of the generated code that a
 spec name reaches is found declared here or in the runtime.
 
-Only text matters here: comments and string literals are blanked first,
+Only code matters here: comments and string literals are emptied first,
 so a spec's docs and messages cannot add or hide a declaration.
 """
 
+import hashlib
 import re
 
 # Comments and string/character literals, in one pass so that each is seen
 # where it starts ("/*" inside a string is text, '"' inside a comment too).
 _NOISE = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
-_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*([A-Za-z]*)((?:[^\\\n]|\\\n|\\.)*)", re.M)
-_MARK = re.compile(r"\x00(\d+)\x00")
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*([A-Za-z]*)([^\\\n]*(?:\\.[^\\\n]*)*)", re.M | re.S)
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MACRO_NAME = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)(\()?")
 _TAG = re.compile(r"\b(struct|class|union|enum)\s+([A-Za-z_][A-Za-z0-9_]*)\s*(<)?")
@@ -28,15 +28,17 @@ _TAG = re.compile(r"\b(struct|class|union|enum)\s+([A-Za-z_][A-Za-z0-9_]*)\s*(<)
 _LOCAL = re.compile(
     r"(?:(?:const|static|volatile|register|unsigned|signed|struct|union|enum)\s+)*"
     r"([A-Za-z_][A-Za-z0-9_]*)\b\s*((?:\*\s*(?:const\s+)?)*)([A-Za-z_][A-Za-z0-9_]*)\s*(?=\[|=|,|$)")
+# The same at a statement's start in the code, past blanks and emptied literals.
+_LOCAL_AT = re.compile(r'[\s"]*' + _LOCAL.pattern.replace("(?=\\[|=|,|$)", "(?=\\[|=|,|\\s*$)"))
 _NOT_TYPES = frozenset("return if else goto while do for switch case default break continue sizeof".split())
 
 
 class Decl:
     """One declared name."""
 
-    __slots__ = ("name", "kind", "path", "index", "function", "block", "cond", "guard", "text")
+    __slots__ = ("name", "kind", "path", "index", "function", "block", "cond", "guard")
 
-    def __init__(self, name, kind, path, index, function=None, block=(), cond=(), guard=None, text=""):
+    def __init__(self, name, kind, path, index, function=None, block=(), cond=(), guard=None):
         self.name = name
         # "macro", "function", "prototype", "object", "type"; in a
         # function: "param" or "local"
@@ -46,8 +48,7 @@ class Decl:
         self.function = function  # the Decl of the function it is in, or None at file scope
         self.block = block  # nesting of blocks inside the function, e.g. (0, 3)
         self.cond = cond  # ((#if id, branch number), ...) around it
-        self.guard = guard  # (guard macro, text of the guarded region) of the innermost #ifndef G / #define G
-        self.text = text  # a macro's or prototype's text, for identical redefinitions
+        self.guard = guard  # (guard macro, digest of the guarded text) of the innermost #ifndef G holding #define G
 
     @property
     def at_file_scope(self):
@@ -64,7 +65,7 @@ class Scan:
 
     def __init__(self, path, code):
         self.path = path
-        self.code = code  # comments and strings blanked; directives kept
+        self.code = code  # comments and literals emptied, directives kept; None unless asked for
         self.decls = []  # every Decl, in order
         self.functions = []  # function Decls
 
@@ -74,18 +75,16 @@ class Scan:
 
 
 def strip(text):
-    """C text with comments blanked (line breaks kept) and literals emptied."""
-    def blank(m):
-        s = m.group()
-        if s[0] in "\"'":
-            return s[0] * 2
-        return "\n" * s.count("\n") if "\n" in s else " "
-
-    return _NOISE.sub(blank, text)
+    """C text with every comment and literal made `""`: the structure the
+    scan reads is left, and one fixed replacement keeps it at C speed (a
+    statement's leading `""` is dropped where statements are read)."""
+    return _NOISE.sub('""', text)
 
 
 def _split_commas(text):
     """text split at commas outside () and []."""
+    if "(" not in text and "[" not in text:
+        return text.split(",")
     out, depth, start = [], 0, 0
     for i, ch in enumerate(text):
         if ch in "([":
@@ -101,22 +100,28 @@ def _split_commas(text):
 
 def _declarator_name(text):
     """The declared name of `T *name[...]` / `T name = ...` / `T name`."""
-    head = re.split(r"[=\[]", text, 1)[0]
+    head = _HEAD.split(text, 1)[0]
     names = _IDENT.findall(head)
     return names[-1] if names else None
 
 
+_HEAD = re.compile(r"[=\[]")
+
+
 def _params(text):
-    """Parameter names of a function header's parameter list."""
-    inner = text[text.index("(") + 1: text.rindex(")")] if ")" in text else ""
+    """Parameter names of a function header's parameter list: the last
+    identifier of each parameter (the generated code names them all)."""
+    if ")" not in text:
+        return []
+    inner = text[text.index("(") + 1: text.rindex(")")].strip()
+    if "(" in inner or "[" in inner:  # a function pointer or an array: with care
+        return [n for n in (_declarator_name(p) for p in _split_commas(inner)) if n and n != "void"]
+    # `T name`, `const T *name`: the last word, as fast as Python splits.
     out = []
-    for part in _split_commas(inner):
-        part = part.strip()
-        if not part or part == "void" or part == "...":
-            continue
-        name = _declarator_name(part)
-        if name is not None and len(_IDENT.findall(part.split("[", 1)[0])) > 1:
-            out.append(name)
+    for part in inner.split(","):
+        words = part.replace("*", " ").split()
+        if len(words) > 1:
+            out.append(words[-1])
     return out
 
 
@@ -127,17 +132,19 @@ def _function_name(text):
     return names[-1] if names else None
 
 
-def scan(text, path):
-    """The Scan of one rendered C or CUDA file."""
+_DELIM = re.compile(r"[;{}]")
+
+
+def scan(text, path, keep_code=False):
+    """The Scan of one rendered C or CUDA file (with its stripped code, for
+    token searches, when keep_code)."""
     code = strip(text)
-    result = Scan(path, code)
+    result = Scan(path, code if keep_code else None)
     decls = result.decls
 
-    # Directives first: their #if structure, guards (#ifndef G then #define G
-    # with nothing between) and the text each guard encloses.
-    directives = []
-    for m in _DIRECTIVE.finditer(code):
-        directives.append((m.group(1), m.group(2), m.start(), m.end()))
+    # Directives first: their #if structure, guards (#ifndef G that holds a
+    # #define G) and the text each guard encloses.
+    directives = [(m.group(1), m.group(2), m.start(), m.end()) for m in _DIRECTIVE.finditer(code)]
     guards = {}  # index of an #ifndef -> (G, region text)
     opens = []
     for i, (word, rest, start, end) in enumerate(directives):
@@ -147,20 +154,27 @@ def scan(text, path):
             j = opens.pop()
             w, r, s, _ = directives[j]
             g = r.strip()
-            if w == "ifndef" and any(directives[x][0] == "define" and _MACRO_NAME.match(directives[x][1]).group(1) == g
-                                     for x in range(j + 1, i) if _MACRO_NAME.match(directives[x][1])):
-                guards[j] = (g, code[s:end])
-    marked = _DIRECTIVE.sub(lambda m, n=iter(range(len(directives))): "\x00%d\x00" % next(n), code)
+            if w == "ifndef":
+                for x in range(j + 1, i):
+                    m = directives[x][0] == "define" and _MACRO_NAME.match(directives[x][1])
+                    if m and m.group(1) == g:
+                        # The region's text by its digest: the file's own guard holds all of it.
+                        guards[j] = (g, hashlib.sha256(code[s:end].encode("utf-8", "surrogatepass")).hexdigest())
+                        break
 
+    state = {"cond": (), "guard": None}
     cond = []  # [(if id, branch)] open around the current point
-    guard_stack = []  # (G, region) or None per open #if
+    guard_stack = []  # (G, digest) or None per open #if
     frames = [("file", None)]  # kind, function Decl
     blocks = []  # block path inside the current function
     counter = [0]
 
-    def add(name, kind, function=None, text=""):
-        guard = next((g for g in reversed(guard_stack) if g is not None), None)
-        d = Decl(name, kind, path, len(decls), function, tuple(blocks) if function else (), tuple(cond), guard, text)
+    def conditions_changed():
+        state["cond"] = tuple(cond)
+        state["guard"] = next((g for g in reversed(guard_stack) if g is not None), None)
+
+    def add(name, kind, function=None):
+        d = Decl(name, kind, path, len(decls), function, tuple(blocks) if function else (), state["cond"], state["guard"])
         decls.append(d)
         return d
 
@@ -169,17 +183,20 @@ def scan(text, path):
         if word in ("if", "ifdef", "ifndef"):
             cond.append((i, 0))
             guard_stack.append(guards.get(i))
+            conditions_changed()
         elif word in ("elif", "else"):
             if cond:
                 cond[-1] = (cond[-1][0], cond[-1][1] + 1)
+                conditions_changed()
         elif word == "endif":
             if cond:
                 cond.pop()
                 guard_stack.pop()
+                conditions_changed()
         elif word == "define":
             m = _MACRO_NAME.match(rest)
             if m:
-                add(m.group(1), "macro", text=" ".join(rest.split()))
+                add(m.group(1), "macro")
 
     def function_of():
         for kind, fn in reversed(frames):
@@ -187,16 +204,10 @@ def scan(text, path):
                 return fn
         return None
 
-    pieces = re.split(r"([;{}])", marked)
-    for k in range(0, len(pieces), 2):
-        piece = pieces[k]
-        delim = pieces[k + 1] if k + 1 < len(pieces) else None
-        if "\x00" in piece:
-            parts = _MARK.split(piece)
-            for j in range(1, len(parts), 2):
-                directive(int(parts[j]))
-            piece = " ".join(parts[0::2])
-        s = piece.strip()
+    def statement(s, delim):
+        """One piece of code up to `delim` ({, ; or }) at the current nesting."""
+        if s.startswith('"'):  # a comment's or a literal's remains
+            s = s.lstrip('" \t\n')
         top = frames[-1][0]
         if delim == "{":
             if top in ("init", "opaque"):
@@ -210,10 +221,11 @@ def scan(text, path):
                     _local(s[:-1], add, function_of())
                 frames.append(("init", None))
             elif top in ("file", "linkage"):
-                tag = _TAG.search(_without_template_head(s))
-                if re.fullmatch(r'extern\s*""', s):
+                bare = _without_template_head(s)
+                tag = _TAG.search(bare)
+                if _LINKAGE.fullmatch(s):
                     frames.append(("linkage", None))
-                elif tag and "(" not in _without_template_head(s).split(tag.group(0), 1)[0]:
+                elif tag and "(" not in bare[: tag.start()]:
                     if tag.group(2) and not tag.group(3):  # X<...> specialises an X declared before
                         add(tag.group(2), "type")
                     frames.append(("opaque", None))
@@ -231,7 +243,7 @@ def scan(text, path):
                     frames.append(("opaque", None))
             elif top in ("function", "block"):
                 if s:
-                    _local(s, add, function_of())  # `if (...) {` declares nothing; kept for `T x; {`
+                    _local(s, add, function_of())  # `if (...) {` declares nothing
                 counter[0] += 1
                 blocks.append(counter[0])
                 frames.append(("block", None))
@@ -239,10 +251,10 @@ def scan(text, path):
                 frames.append(("opaque", None))
         elif delim == ";":
             if not s or top in ("init", "opaque"):
-                continue
+                return
             if top in ("file", "linkage"):
                 if s.startswith("static_assert") or s.startswith("template"):
-                    continue
+                    return
                 if s.startswith("typedef"):
                     name = _declarator_name(s)
                     if name:
@@ -250,7 +262,7 @@ def scan(text, path):
                 elif "(" in s.split("=", 1)[0]:
                     name = _function_name(s)
                     if name:
-                        add(name, "prototype", text=" ".join(s.split()))
+                        add(name, "prototype")
                 else:
                     name = _declarator_name(s)
                     if name:
@@ -262,7 +274,44 @@ def scan(text, path):
                 kind = frames.pop()[0]
                 if kind in ("function", "block"):
                     blocks.pop()
+
+    # The code between directives, cut at ; { and }; a statement that a
+    # directive interrupts is carried over it.
+    pending = ""
+    last = 0
+    for i in range(len(directives) + 1):
+        end = directives[i][2] if i < len(directives) else len(code)
+        # One piece at a time (a header is up to 80 MB: no list of its pieces).
+        for m in _DELIM.finditer(code, last, end):
+            delim = m.group()
+            top = frames[-1][0]
+            if top == "init" and not pending:  # an initializer's { ... }: nothing declared inside
+                if delim == "{":
+                    frames.append(("init", None))
+                elif delim == "}":
+                    frames.pop()
+                last = m.end()
+                continue
+            if delim == ";" and top in ("function", "block") and not pending:
+                # The common case, inline and unsliced: a statement in a function body.
+                lm = _LOCAL_AT.match(code, last, m.start())
+                if lm and lm.group(1) not in _NOT_TYPES:
+                    _local(code[lm.start(1):m.start()].rstrip(), add, function_of())
+                last = m.end()
+                continue
+            piece = code[last:m.start()]
+            last = m.end()
+            if pending:
+                piece, pending = pending + piece, ""
+            statement(piece.strip(), delim)
+        pending += code[last:end] + " "
+        if i < len(directives):
+            directive(i)
+            last = directives[i][3]
     return result
+
+
+_LINKAGE = re.compile(r'extern\s*""')
 
 
 def _without_template_head(s):
@@ -285,13 +334,21 @@ def _local(statement, add, fn):
     m = _LOCAL.match(statement)
     if not m or m.group(1) in _NOT_TYPES:
         return
-    parts = _split_commas(statement[m.start(3):])
-    for i, part in enumerate(parts):
-        name = m.group(3) if i == 0 else _declarator_name(part.split("=", 1)[0].replace("*", " "))
+    add(m.group(3), "local", fn)
+    rest = statement[m.end(3):]
+    if "," not in rest:
+        return
+    while "(" in rest:  # calls in initializers hold commas too
+        shorter = _PARENS.sub("", rest)
+        if shorter == rest:
+            break
+        rest = shorter
+    for part in rest.split(",")[1:]:
+        name = _declarator_name(part.split("=", 1)[0].replace("*", " "))
         if name:
             add(name, "local", fn)
 
 
-def identifiers(code):
-    """Every identifier token of stripped code."""
-    return _IDENT.findall(code)
+_PARENS = re.compile(r"\([^()]*\)")
+
+

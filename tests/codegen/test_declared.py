@@ -113,7 +113,7 @@ class ScanTest(unittest.TestCase):
         for path in SPECS:
             s = load(path)
             texts = [emit.render_header(s), emit.render_cuh(s)]
-            scans = [declared.scan(t, "x") for t in texts]
+            scans = [declared.scan(t, "x", keep_code=True) for t in texts]
             known = {d.name for sc in scans for d in sc.decls}
             for sc in scans:
                 code = sc.code
