@@ -54,6 +54,10 @@ _WHAT = {
     "kl__{family}_{variant}_const_values": "its constant values",
     "KLAUNCH_{FAMILY}_H": "the include guard of its C header",
     "KLAUNCH_{FAMILY}_CUH": "the include guard of its kernel-side header",
+    "kl_{launcher}_{parameter}_encode": "its tensor map's builder",
+    "kl__{launcher}_{parameter}_request": "its tensor map's request",
+    "kl__{launcher}_{parameter}_site": "its tensor map's spec position",
+    "kl__{launcher}_{parameter}_encode_site": "its tensor map builder's spec position",
     "kl__{parameter}": "the u32 copy of a bool parameter",
     "kl__args": "the kernel's argument array",
     "kl__st": "the checks' status",
@@ -154,9 +158,14 @@ def _tagged(spec):
 
 
 def _exprs(launcher):
+    """Every expression of a launcher that reads spec names."""
     out = [c.expr for c in launcher.checks if c.expr is not None]
     if launcher.max_dynamic_shared_expr is not None:
         out.append(launcher.max_dynamic_shared_expr)
+    for p in launcher.params:
+        tmap = getattr(p.type, "tmap", None) if p.type is not None else None
+        if tmap is not None:
+            out += tmap.box
     return out
 
 
@@ -244,16 +253,18 @@ class _Report:
         else:
             other = "which %s%s also makes (%s)" % (ea.label, where, _what(a, sa))
             hint = "rename one of them"
-        self._error(spec_b, eb, b.name, "%s makes %s (%s), %s" % (eb.label, b.name, _what(b, sb), other), hint)
+        # One error per pair of spec names, however many names they both make.
+        self._error(spec_b, eb, id(ea) if ea is not None else b.name, "%s makes %s (%s), %s" % (eb.label, b.name, _what(b, sb), other), hint)
 
     def runtime(self, spec, d):
         e, shape = self.explain(spec, d)
         label = e.label if e is not None else "family '%s'" % spec.family
-        self._error(spec, e, d.name, "%s makes %s (%s), a name of the klaunch runtime" % (label, d.name, _what(d, shape)),
+        self._error(spec, e, "runtime " + d.name, "%s makes %s (%s), a name of the klaunch runtime" % (label, d.name, _what(d, shape)),
                     "rename it; include/klaunch/*.h declares %s" % d.name)
 
-    def _error(self, spec, entity, name, message, hint):
-        key = (id(entity) if entity is not None else id(spec), name)
+    def _error(self, spec, entity, other, message, hint):
+        """Reported once per (spec name, other side)."""
+        key = (id(entity) if entity is not None else id(spec), other)
         if key in self.done:
             return
         self.done.add(key)
