@@ -39,7 +39,7 @@ HEADER_NAMES = os.path.join(support.ROOT, "codegen", "klaunch_codegen", "header_
 # What the generated files include: klaunch/<family>.h (and through it the
 # runtime, whose system headers are read from its files) and the .cuh.
 H_INCLUDES = ["stddef.h", "stdint.h", "stdbool.h"]
-CUH_INCLUDES = ["cuda_bf16.h", "cuda_fp8.h", "stdint.h"]
+CUH_INCLUDES = ["cuda_bf16.h", "cuda_fp8.h", "stdint.h", "cuda.h"]  # cuda.h: families with tensor maps
 
 
 def runtime_system_includes():
@@ -97,20 +97,29 @@ def compiler_names():
 
 def file_scope(text):
     """Preprocessed C++ at file scope: the bodies of namespaces, classes
-    and functions dropped, those of extern "C" { ... } kept."""
+    and functions dropped, those of extern "C" { ... } kept, and those of
+    unscoped enums kept in their braces (their enumerators are global)."""
     out, stack, last = [], [], 0
     for m in re.finditer(r"[{}]", text):
         i = m.start()
         if all(stack):
             out.append(text[last:i])
         if m.group() == "{":
-            transparent = bool(re.search(r'\bextern\s*""\s*$', text[max(0, i - 40):i]))
-            stack.append(transparent)
-            out.append(" " if transparent else "{")
+            before = text[max(0, i - 200):i]
+            if re.search(r'\bextern\s*""\s*$', before):
+                stack.append("extern")
+                out.append(" ")
+            elif all(stack) and re.search(r"\benum\s+(?!class\b|struct\b)(?:[A-Za-z_]\w*\s*)?(?::[^{};()]*)?$", before):
+                stack.append("enum")
+                out.append("{")
+            else:
+                stack.append(False)
+                if all(stack[:-1]):
+                    out.append("{")
         else:
-            t = stack.pop() if stack else True
+            t = stack.pop() if stack else "extern"
             if all(stack):
-                out.append(" " if t else "}")
+                out.append(" " if t == "extern" else "}")
         last = i + 1
     out.append(text[last:])
     return "".join(out)
@@ -120,19 +129,26 @@ def global_names(flat):
     """Types (typedefs, struct/class/union/enum tags), namespaces and
     extern variables that file-scope text declares."""
     found = set()
+    attribute = r"__attribute__\s*\(\((?:[^;{}()]|\([^;{}()]*\))*\)\)"
     for m in re.finditer(r"\btypedef\b([^;]*);", flat):
-        pointer = re.search(r"\(\s*\*\s*([A-Za-z]\w*)\s*\)", m.group(1))
-        ids = re.findall(r"[A-Za-z_]\w*", re.sub(r"\[[^\]]*\]|\{\}", "", m.group(1)))
+        body = re.sub(attribute, " ", m.group(1))  # typedef int register_t __attribute__((mode(word)));
+        pointer = re.search(r"\(\s*\*\s*([A-Za-z]\w*)\s*\)", body)
+        ids = re.findall(r"[A-Za-z_]\w*", re.sub(r"\[[^\]]*\]|\{[^{}]*\}", "", body))
         if pointer or ids:
             found.add(pointer.group(1) if pointer else ids[-1])
     found.update(re.findall(r"\b(?:struct|class|union|enum)\s+(?:__attribute__\s*\(\([^;{]*?\)\)\s*|alignas\([^)]*\)\s*)*"
                             r"([A-Za-z_]\w*)\s*(?:final\s*)?(?::[^{;]*)?\{", flat))
     found.update(re.findall(r"\bnamespace\s+([A-Za-z_]\w*)", flat))
+    for body in re.findall(r"\benum\b[^{};]*\{([^{}]*)\}", flat):  # enumerators (MAJOR_VERSION)
+        found.update(m.group(1) for m in re.finditer(r"(?:^|,)\s*([A-Za-z_]\w*)", body))
     found.update(re.findall(r"\bextern\b[^;(){}]*?\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*;", flat))
+    # Names a using-declaration brings into the global namespace (<cmath>'s
+    # std::isnan, signbit: overloads a kernel of that name would meet).
+    found.update(re.findall(r"\busing\s+(?:::)?(?:[A-Za-z_]\w*\s*::\s*)+([A-Za-z_]\w*)\s*;", flat))
     # Functions declared or defined there, extern or not (CUDA's device
     # functions are static inline: atomicAdd, make_float2).
-    found.update(re.findall(r"\b([A-Za-z_]\w*)\s*\((?:[^;{}()]|\([^;{}()]*\))*\)\s*(?:const\s*|noexcept\s*|throw\s*\(\s*\)\s*|"
-                            r"__attribute__\s*\(\((?:[^;{}()]|\([^;{}()]*\))*\)\)\s*)*(?:;|\{\}|->)", flat))
+    found.update(re.findall(r"\b([A-Za-z_]\w*)\s*\((?:[^;{}()]|\([^;{}()]*\))*\)\s*(?:const\s*|noexcept\s*(?:\([^()]*\)\s*)?|"
+                            r"throw\s*\(\s*\)\s*|" + attribute + r"\s*)*(?:;|\{\}|->)", flat))
     return found
 
 
@@ -168,7 +184,8 @@ class HeaderNamesTest(unittest.TestCase):
         self.assertIn("UINT32_MAX", macros | set(n for n in ["UINT32_MAX"] if schema.RESERVED_PATTERNS[1][0].match(n)))
         if NVCC:
             self.assertEqual(builtins, {"threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize"})
-            self.assertTrue({"dim3", "float4", "half", "FILE", "std", "atomicAdd", "make_float2"} <= decls, sorted(decls)[:50])
+            self.assertTrue({"dim3", "float4", "half", "FILE", "std", "atomicAdd", "make_float2", "isnan", "norm",
+                             "register_t", "MAJOR_VERSION"} <= decls, sorted(decls)[:50])
         missing = sorted(n for n in macros | builtins if problem(n, "param") is None)
         missing += sorted(n for n in decls if problem(n, "entry") is None or problem(n, "constant") is None)
         self.assertEqual(missing, [], "names the compilers define that a spec may take; run: python3 tests/codegen/test_names.py --update")
