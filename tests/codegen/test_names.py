@@ -204,6 +204,37 @@ class HeaderNamesTest(unittest.TestCase):
             self.assertIsNone(problem(n, "constant"), n)
 
 
+class KernelNamesTest(unittest.TestCase):
+    @unittest.skipUnless(NVCC, "nvcc is not installed")
+    def test_every_identifier_of_the_cuh_headers_the_generator_allows_is_a_kernel_name(self):
+        # The other side of header_names.txt: every name the preprocessed
+        # headers of the .cuh spell that an entry may take compiles as an
+        # extern "C" kernel whose decltype the signature checks can take
+        # (an overload set, a type or an enumerator of that name fails).
+        cuh_src = "".join("#include <%s>\n" % h for h in CUH_INCLUDES)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "t.cu")
+            with open(path, "w") as f:
+                f.write(cuh_src)
+            out = subprocess.run([NVCC, "-std=c++17", "-E", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 universal_newlines=True, cwd=tmp)
+            text = re.sub(r'"(?:\\.|[^"\\\n])*"', '""', re.sub(r"^#.*$", "", out.stdout, flags=re.M))
+            allowed = sorted(n for n in set(re.findall(r"\b[A-Za-z][A-Za-z0-9_]*\b", text)) if problem(n, "entry") is None)
+            self.assertGreater(len(allowed), 500)
+            with open(path, "w") as f:
+                f.write(cuh_src)
+                for n in allowed:
+                    f.write('extern "C" __global__ void %s(uint32_t n) { (void)n; }\n'
+                            'static_assert(sizeof(decltype(%s) *) > 0, "");\n' % (n, n))
+            r = subprocess.run([NVCC, "-std=c++17", "-c", path, "-o", os.path.join(tmp, "t.o"), "-Xcudafe", "--error_limit=100000"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, cwd=tmp)
+            lines = open(path).read().split("\n")
+            bad = sorted({re.search(r"void (\w+)\(|decltype\((\w+)\)", lines[int(m.group(1)) - 1]).group(0)
+                          for m in re.finditer(r"t\.cu\((\d+)\): error", r.stdout)})
+            self.assertEqual((r.returncode, bad), (0, []), "names the generator allows as entries that nvcc refuses; "
+                             "run: python3 tests/codegen/test_names.py --update\n" + r.stdout[-2000:])
+
+
 class KernelSideHeaderTest(unittest.TestCase):
     def test_constants_may_not_take_names_the_cuh_uses_after_defining_them(self):
         # Every identifier of the rendered .cuh files that the spec did not
