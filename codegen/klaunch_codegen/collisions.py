@@ -33,7 +33,8 @@ from . import expr as ex
 
 _TAG = re.compile(r"zq(\d+)qz", re.I)
 
-# Kinds of spec names, most specific first: the one a message is about.
+# Kinds of spec names by how specific they are: a message is about the
+# most specific spec name in a generated name (a variant, not its family).
 _RANK = {"parameter": 5, "constant": 4, "entry": 3, "variant": 2, "launcher": 1, "family": 0}
 
 # What some generated names are, by their shape (spec names as {kind},
@@ -90,7 +91,6 @@ class Extra:
     function = None
     cond = ()
     guard = None
-    at_file_scope = True
 
     def __init__(self, name, path, entity, what):
         self.name, self.path, self.entity, self.what = name, path, entity, what

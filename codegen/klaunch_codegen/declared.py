@@ -4,11 +4,10 @@ The generator's names are not listed by hand: whatever the templates emit
 is scanned here (macros, file-scope objects, functions, prototypes, types,
 and each function's parameters and locals with their block nesting), so a
 name a template adds is checked for collisions without a check of its own
-(names.check_outputs). The scanner reads the C the templates write, not C
-in general: no function bodies at file scope other than definitions, no
-`for` headers, one declaration per statement start. tests/codegen/
-test_declared.py checks that every identifier of the generated code that a
-spec name reaches is found declared here or in the runtime.
+(collisions.check_outputs). The scanner reads the C the templates write,
+not C in general: no `for` headers, declarations at a statement's start.
+tests/codegen/test_declared.py checks that every kl_/KL_ identifier the
+generated code uses is found declared here or in the runtime.
 
 Only code matters here: comments and string literals are emptied first,
 so a spec's docs and messages cannot add or hide a declaration.
@@ -49,10 +48,6 @@ class Decl:
         self.block = block  # nesting of blocks inside the function, e.g. (0, 3)
         self.cond = cond  # ((#if id, branch number), ...) around it
         self.guard = guard  # (guard macro, digest of the guarded text) of the innermost #ifndef G holding #define G
-
-    @property
-    def at_file_scope(self):
-        return self.function is None
 
     def exclusive_with(self, other):
         """True when the two sit in different branches of one #if chain."""
