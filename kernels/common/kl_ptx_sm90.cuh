@@ -9,7 +9,8 @@
  *
  * wgmma.mma_async bf16 x bf16 -> fp32, both operands from shared memory
  * (descriptors), in the shapes the kernels use: m64n32k16, m64n64k16, m64n128k16
- * and m64n256k16, B K-major (imm-trans-b 0) or N-major (1). Compiled by nvcc
+ * and m64n256k16, B K-major (imm-trans-b 0) or N-major (1); and the RS form
+ * (A from registers, kl__wgmma_bf16_rs) in m64n256k16 with B N-major. Compiled by nvcc
  * only for the sm_90a target (`#if defined(__CUDA_ARCH_FEAT_SM90_ALL)`
  * around their use; launchers with `arch: sm_90a`).
  *
@@ -157,6 +158,42 @@ __device__ __forceinline__ void kl__wgmma_bf16_ss<256, 1>(float (&d)[128], uint6
         "%117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 1;\n}\n"
         : KL__WGMMA_ACC64(d, 0), KL__WGMMA_ACC64(d, 64)
         : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+/* d = A B + (accumulate ? d : 0), m64nNk16, A from registers (the RS form:
+ * no A descriptor and no imm-trans-a; A is K-major in registers), B from
+ * shared memory. `a` is this thread's fragment of the 64 x 16 A tile, two
+ * bf16 per register (the lower-numbered element in the low 16 bits); the
+ * ISA's "Register Fragments: matrix A" figure for .bf16: thread t of the
+ * warpgroup, w = t / 32, g = (t % 32) / 4, q = t % 4:
+ *   a[0] = (row 16w + g,     k 2q, 2q + 1)   a[1] = (row 16w + g + 8, k 2q, 2q + 1)
+ *   a[2] = (row 16w + g,     k 2q + 8, + 9)  a[3] = (row 16w + g + 8, k 2q + 8, + 9)
+ * which is the accumulator fragment of an m64n16 product (d[0..7] above)
+ * packed in pairs: an S accumulator converts to the P operand in place,
+ * columns 16k .. 16k + 15 of S being k step k's a[] from d[8k .. 8k + 7].
+ * The registers must hold their values until a wait_group completes the
+ * product (the instruction reads them asynchronously). */
+template <int N, int TRANS_B>
+static __device__ __forceinline__ void kl__wgmma_bf16_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b,
+                                                          uint32_t accumulate);
+
+/* m64n256k16, A from registers, B N-major: 128 accumulators. */
+template <>
+__device__ __forceinline__ void kl__wgmma_bf16_rs<256, 1>(float (&d)[128], const uint32_t (&a)[4], uint64_t desc_b,
+                                                          uint32_t accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
+        "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, "
+        "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, "
+        "%60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, "
+        "%100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, "
+        "%117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, {%128, %129, %130, %131}, %132, p, 1, 1, "
+        "1;\n}\n"
+        : KL__WGMMA_ACC64(d, 0), KL__WGMMA_ACC64(d, 64)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
 }
 #undef KL__WGMMA_ACC64
 

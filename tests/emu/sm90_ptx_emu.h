@@ -17,6 +17,10 @@
 //   one written before its wait loses the write, and shared memory changed
 //   before the wait changes the result: each shows in the output.
 // - Successive products into one accumulator chain in issue order.
+// - The RS form (A from registers) takes each thread's four A registers at
+//   issue, places them by the ISA's matrix-A fragment, and faults
+//   (kUnsupported) when a thread's registers hold other values by the time
+//   the product completes (the ISA: they must not change until then).
 // - A thread that returns with products not waited for faults.
 // - fence.proxy.async and wgmma.fence are accepted and counted; the
 //   emulator does not model the async proxy's visibility (races between
@@ -31,6 +35,8 @@
 // whatever namespace declares them.
 extern "C" {
 void kl_emu_sm90_wgmma_bf16_ss(float *d, uint32_t n, uint32_t trans_b, uint64_t desc_a, uint64_t desc_b,
+                               uint32_t accumulate);
+void kl_emu_sm90_wgmma_bf16_rs(float *d, uint32_t n, uint32_t trans_b, const uint32_t *a, uint64_t desc_b,
                                uint32_t accumulate);
 void kl_emu_sm90_wgmma_fence(void);
 void kl_emu_sm90_wgmma_commit(void);
@@ -74,6 +80,17 @@ static inline void kl__wgmma_bf16_ss(float (&d)[N / 2], uint64_t desc_a, uint64_
     static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma m64nNk16: N is a multiple of 8 up to 256");
     static_assert(TRANS_B == 0 || TRANS_B == 1, "imm-trans-b is 0 or 1");
     kl_emu_sm90_wgmma_bf16_ss(d, (uint32_t)N, (uint32_t)TRANS_B, desc_a, desc_b, accumulate);
+}
+
+// The RS form: A from this thread's four registers (the ISA's matrix-A
+// register fragment), read at issue and checked unchanged when the product
+// completes (the hardware reads them asynchronously: a kernel that rewrites
+// them before the wait_group computes with either value on a GPU).
+template <int N, int TRANS_B>
+static inline void kl__wgmma_bf16_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, uint32_t accumulate) {
+    static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma m64nNk16: N is a multiple of 8 up to 256");
+    static_assert(TRANS_B == 0 || TRANS_B == 1, "imm-trans-b is 0 or 1");
+    kl_emu_sm90_wgmma_bf16_rs(d, (uint32_t)N, (uint32_t)TRANS_B, a, desc_b, accumulate);
 }
 
 // mbarrier, cp.async.mbarrier.arrive, setmaxnreg, elect.sync

@@ -1,5 +1,5 @@
 // sm90_wgmma.cc - emulation of wgmma.mma_async (bf16 x bf16 -> f32, A and B
-// from shared memory), wgmma.fence / commit_group / wait_group and
+// from shared memory, or A from registers: the RS form), wgmma.fence / commit_group / wait_group and
 // fence.proxy.async, from the PTX ISA ("Asynchronous Warpgroup Level Matrix
 // Multiply-Accumulate Instructions": matrix descriptors, the 128-byte
 // swizzle layouts, the m64nNk16 accumulator fragment). What it makes
@@ -27,7 +27,10 @@ constexpr uint32_t kMaxWarpgroups = 8;  // 1024 threads
 
 struct Op {
     uint32_t n = 0, trans_b = 0, accumulate = 0;
+    bool rs = false;                         // A from registers (desc_a unused)
     uint64_t desc_a = 0, desc_b = 0;
+    uint32_t a_regs[kWarpgroup][4] = {};     // RS: each thread's A registers at issue
+    const uint32_t *a_ptr[kWarpgroup] = {};  // ... and where they live (checked unchanged at completion)
     uint32_t issued_by = 0;                  // threads that issued it
     float *ptr[kWarpgroup] = {};             // each thread's accumulator
     int prev[kWarpgroup];                    // the op whose result this one accumulates onto, or -1
@@ -138,13 +141,36 @@ void execute(Warpgroup &w, size_t i) {
     if (op.issued_by != kWarpgroup)
         fault(FaultKind::kCollective, op.desc_a,
               "wgmma.mma_async executed by %u of the warpgroup's 128 threads (it is .sync.aligned)", op.issued_by);
-    const Desc a = decode(op.desc_a), b = decode(op.desc_b);
-    check_desc(a, "A");
+    const Desc b = decode(op.desc_b);
     check_desc(b, "B");
     const uint32_t n = op.n;
     std::vector<float> A(64 * 16), B(16 * n);
-    for (uint32_t r = 0; r < 64; ++r)
-        for (uint32_t k = 0; k < 16; ++k) A[r * 16 + k] = bf16_at(k_major(a, r, k));
+    if (op.rs) {
+        // The ISA's matrix-A register fragment (.bf16, m64nNk16): register i of
+        // thread t holds rows 16 (t / 32) + (t % 32) / 4 (+ 8 for odd i) and
+        // columns 2 (t % 4) (+ 8 for i >= 2), + 1 in its high half.
+        for (uint32_t t = 0; t < kWarpgroup; ++t) {
+            if (std::memcmp(op.a_ptr[t], op.a_regs[t], sizeof op.a_regs[t]) != 0)
+                fault(FaultKind::kUnsupported, t,
+                      "wgmma.mma_async (A from registers): thread %u of the warpgroup changed its A registers "
+                      "before the product completed (the hardware reads them until wgmma.wait_group)",
+                      t);
+            const uint32_t wp = t / 32, g = (t % 32) / 4, q = t % 4;
+            for (uint32_t i = 0; i < 4; ++i)
+                for (uint32_t h = 0; h < 2; ++h) {
+                    const uint32_t row = 16 * wp + g + 8 * (i & 1), k = 2 * q + 8 * (i >> 1) + h;
+                    const uint32_t u = (op.a_regs[t][i] >> (16 * h)) << 16;
+                    float f;
+                    std::memcpy(&f, &u, 4);
+                    A[row * 16 + k] = f;
+                }
+        }
+    } else {
+        const Desc a = decode(op.desc_a);
+        check_desc(a, "A");
+        for (uint32_t r = 0; r < 64; ++r)
+            for (uint32_t k = 0; k < 16; ++k) A[r * 16 + k] = bf16_at(k_major(a, r, k));
+    }
     for (uint32_t k = 0; k < 16; ++k)
         for (uint32_t c = 0; c < n; ++c) B[k * n + c] = bf16_at(op.trans_b ? mn_major(b, c, k) : k_major(b, c, k));
     const uint32_t nf = n / 2;
@@ -183,29 +209,38 @@ void on_exit(uint32_t tid) {
 using namespace emu;
 using namespace emu::sm90;
 
-extern "C" void kl_emu_sm90_wgmma_bf16_ss(float *d, uint32_t n, uint32_t trans_b, uint64_t desc_a, uint64_t desc_b,
-                                          uint32_t accumulate) {
+namespace {
+
+// Issues one product of the calling thread (a: its A registers for the RS form, else null).
+void issue(float *d, uint32_t n, uint32_t trans_b, uint64_t desc_a, const uint32_t *a, uint64_t desc_b,
+           uint32_t accumulate) {
     uint32_t lt = 0;
     Warpgroup &w = my_warpgroup(&lt);
     const size_t idx = w.issued[lt]++;
+    const bool rs = a != nullptr;
     if (idx == w.ops.size()) {
         w.ops.emplace_back();
         Op &op = w.ops.back();
         op.n = n;
         op.trans_b = trans_b;
         op.accumulate = accumulate != 0u;
+        op.rs = rs;
         op.desc_a = desc_a;
         op.desc_b = desc_b;
         for (int &p : op.prev) p = -1;
         op.in.assign((size_t)kWarpgroup * (n / 2), 0.0f);
     }
     Op &op = w.ops[idx];
-    if (op.n != n || op.trans_b != trans_b || op.desc_a != desc_a || op.desc_b != desc_b ||
+    if (op.n != n || op.trans_b != trans_b || op.rs != rs || op.desc_a != desc_a || op.desc_b != desc_b ||
         op.accumulate != (accumulate != 0u))
         fault(FaultKind::kCollective, desc_a,
               "wgmma.mma_async number %lu of the warpgroup differs between its threads (shape m64n%u vs m64n%u, "
-              "descriptors, transpose or scale-d): it is .sync.aligned",
-              (unsigned long)idx, n, op.n);
+              "A from %s vs %s, descriptors, transpose or scale-d): it is .sync.aligned",
+              (unsigned long)idx, n, op.n, rs ? "registers" : "shared memory", op.rs ? "registers" : "shared memory");
+    if (rs) {
+        std::memcpy(op.a_regs[lt], a, sizeof op.a_regs[lt]);
+        op.a_ptr[lt] = a;
+    }
     op.ptr[lt] = d;
     op.issued_by++;
     // An accumulator still pending from an earlier op: this one adds onto that result.
@@ -217,6 +252,18 @@ extern "C" void kl_emu_sm90_wgmma_bf16_ss(float *d, uint32_t n, uint32_t trans_b
     if (op.prev[lt] < 0) std::memcpy(&op.in[(size_t)lt * (n / 2)], d, (n / 2) * sizeof(float));
     // Until its wait_group the accumulator is the hardware's: reading it is an error.
     for (uint32_t j = 0; j < n / 2; ++j) d[j] = std::numeric_limits<float>::quiet_NaN();
+}
+
+}  // namespace
+
+extern "C" void kl_emu_sm90_wgmma_bf16_ss(float *d, uint32_t n, uint32_t trans_b, uint64_t desc_a, uint64_t desc_b,
+                                          uint32_t accumulate) {
+    issue(d, n, trans_b, desc_a, nullptr, desc_b, accumulate);
+}
+
+extern "C" void kl_emu_sm90_wgmma_bf16_rs(float *d, uint32_t n, uint32_t trans_b, const uint32_t *a, uint64_t desc_b,
+                                          uint32_t accumulate) {
+    issue(d, n, trans_b, 0, a, desc_b, accumulate);
 }
 
 extern "C" void kl_emu_sm90_wgmma_fence(void) { state().fences++; }

@@ -1,5 +1,6 @@
 // The sm_90 emulation (tests/emu/sm90_wgmma.cc) against the PTX ISA:
-// wgmma.mma_async m64nNk16 bf16 -> f32 with both operands in shared memory,
+// wgmma.mma_async m64nNk16 bf16 -> f32 with both operands in shared memory
+// (and the RS form, A from registers, by the ISA's matrix-A fragment),
 // in the 128-byte swizzle layouts, its descriptors, its accumulator
 // fragment, commit/wait groups, and the rules (a warpgroup instruction;
 // results only after wait_group). Kernels: testdata/sm90_kernels.cu.
@@ -197,6 +198,108 @@ TEST(EmuWgmma, N256NMajorSecondKStep) {
             bad += r.d[t * 128 + j] != s;
         }
     EXPECT_EQ(bad, 0u);
+}
+
+// ---- the RS form: A from registers ----
+
+// The ISA's matrix-A register fragment for .bf16 (m64nNk16, "Register
+// Fragments"): register i of thread t holds two elements, the low half
+// first: rows 16 (t / 32) + (t % 32) / 4, + 8 for registers 1 and 3;
+// columns 2 (t % 4), + 8 for registers 2 and 3, and + 1 for the high half.
+void a_row_k(uint32_t t, uint32_t i, uint32_t h, uint32_t *row, uint32_t *k) {
+    *row = 16 * (t / 32) + (t % 32) / 4 + (i == 1 || i == 3 ? 8 : 0);
+    *k = 2 * (t % 4) + (i >= 2 ? 8 : 0) + h;
+}
+// What emu_test_wgmma_rs's mode 0 puts in element h of register i of thread t.
+int ra(uint32_t t, uint32_t i, uint32_t h) { return (int)((t * 8 + 2 * i + h) % 13) - 6; }
+
+std::vector<float> rs_run(const std::vector<uint16_t> &img, uint32_t b_off, uint32_t lbo, uint32_t accumulate,
+                          float init, uint32_t mode, emu::Fault *f) {
+    emu::Buffer<uint16_t> im(img.size(), emu::Access::kRead, "image");
+    std::memcpy(im.data(), img.data(), img.size() * 2);
+    emu::Buffer<float> d(128 * 128, emu::Access::kWrite, "d");
+    *f = emu::run(image(), "emu_test_wgmma_rs", {1, 1, 1}, {128, 1, 1}, (uint32_t)img.size() * 2 + 1024, d.data(),
+                  static_cast<const void *>(im.data()), (uint32_t)img.size() * 2, b_off, lbo, accumulate, init, mode);
+    return std::vector<float>(d.data(), d.data() + 128 * 128);
+}
+
+// m64n256k16 with A from registers placed by the figure, B N-major in four
+// slabs: D = A B + 0.25.
+TEST(EmuWgmmaRs, RegistersAreTheIsasMatrixAFragment) {
+    const uint32_t lbo = 2048;  // 16 k rows of 128 bytes per slab
+    std::vector<uint16_t> img(4 * lbo / 2, 0);
+    put_mn_major(img, 0, lbo, 16, 256, Bmn);
+    int A16[64][16];
+    for (uint32_t t = 0; t < 128; ++t)
+        for (uint32_t i = 0; i < 4; ++i)
+            for (uint32_t h = 0; h < 2; ++h) {
+                uint32_t row, k;
+                a_row_k(t, i, h, &row, &k);
+                A16[row][k] = ra(t, i, h);
+            }
+    // Fixed points: thread 0's register 0 is A[0][0..1], register 1 A[8][0..1],
+    // register 2 A[0][8..9]; thread 37 (warp 1, lane 5: g 1, q 1) register 3
+    // is A[25][10..11].
+    EXPECT_EQ(A16[0][0], ra(0, 0, 0));
+    EXPECT_EQ(A16[8][1], ra(0, 1, 1));
+    EXPECT_EQ(A16[0][9], ra(0, 2, 1));
+    EXPECT_EQ(A16[25][10], ra(37, 3, 0));
+    emu::Fault f;
+    const std::vector<float> d = rs_run(img, 0, lbo, 1, 0.25f, 0, &f);
+    ASSERT_TRUE(f.ok()) << f.message;
+    size_t bad = 0;
+    for (uint32_t t = 0; t < 128; ++t)
+        for (uint32_t j = 0; j < 128; ++j) {
+            uint32_t row, col;
+            row_col(t, j, &row, &col);
+            double s = 0.25;
+            for (uint32_t k = 0; k < 16; ++k) s += A16[row][k] * Bmn(k, col);
+            bad += d[t * 128 + j] != s;
+        }
+    EXPECT_EQ(bad, 0u);
+}
+
+int A01(uint32_t r, uint32_t k) { return (int)((r * 5 + k * 3) % 3) - 1; }
+int B01(uint32_t n, uint32_t k) { return (int)((n + 2 * k) % 4) - 1; }
+
+// An m64n32 accumulator's first 16 columns, packed in pairs (registers 0-7
+// into A registers 0-3), are the RS operand of the next product: D =
+// S[:, 0:16] B, S = A B01^T (the S -> P step of attention, without softmax).
+TEST(EmuWgmmaRs, AccumulatorPairsAreTheNextProductsAOperand) {
+    const uint32_t lbo = 2048;
+    std::vector<uint16_t> img((8192 + 4096 + 4 * lbo) / 2, 0);
+    put_k_major(img, 0, 64, A01);
+    put_k_major(img, 8192, 32, B01);
+    put_mn_major(img, 12288, lbo, 16, 256, Bmn);
+    emu::Fault f;
+    const std::vector<float> d = rs_run(img, 12288, lbo, 0, 7.0f, 2, &f);
+    ASSERT_TRUE(f.ok()) << f.message;
+    size_t bad = 0;
+    for (uint32_t t = 0; t < 128; ++t)
+        for (uint32_t j = 0; j < 128; ++j) {
+            uint32_t row, col;
+            row_col(t, j, &row, &col);
+            double s = 0.0;  // scale-d 0: the 7 is dropped
+            for (uint32_t c = 0; c < 16; ++c) {
+                double sc = 0.0;  // S[row][c], over the slab's first 16 k
+                for (uint32_t k = 0; k < 16; ++k) sc += A01(row, k) * B01(c, k);
+                s += sc * Bmn(c, col);
+            }
+            bad += d[t * 128 + j] != s;
+        }
+    EXPECT_EQ(bad, 0u);
+}
+
+// The hardware reads A's registers until the product completes: a kernel that
+// rewrites one between commit and wait faults, naming the thread.
+TEST(EmuWgmmaRs, ARegisterChangedBeforeTheWaitFaults) {
+    const uint32_t lbo = 2048;
+    std::vector<uint16_t> img(4 * lbo / 2, 0);
+    put_mn_major(img, 0, lbo, 16, 256, Bmn);
+    emu::Fault f;
+    rs_run(img, 0, lbo, 0, 0.0f, 1, &f);
+    EXPECT_EQ(f.kind, emu::FaultKind::kUnsupported) << f.message;
+    EXPECT_NE(f.message.find("changed its A registers before the product completed"), std::string::npos) << f.message;
 }
 
 // Between commit and wait the accumulator belongs to the tensor core: a read

@@ -62,3 +62,49 @@ extern "C" __global__ void emu_test_wgmma_broken(uint32_t issuers, uint32_t skip
     kl__wgmma_commit();
     if (!skip_wait) kl__wgmma_wait<0>();
 }
+
+/* The RS form (A from registers), m64n256k16 with B N-major at base + b_off
+ * (four 64-column slabs `lbo` apart, SBO 1024). `mode`:
+ *   0: thread t's A register i holds the bf16 pair (lo, hi) =
+ *      (ra(t, 2i), ra(t, 2i + 1)), ra(t, e) = (t * 8 + e) % 13 - 6;
+ *   1: the same, and a[1] is rewritten between commit and wait (a fault);
+ *   2: A is the first 16 columns of an m64n32 accumulator S = Aslab Bk^T
+ *      (SS, A K-major at base, B K-major at base + 8192): a[i] packs
+ *      s[2i], s[2i + 1] (each exact in bf16 by the test's choice of values).
+ * d[t * 128 + j] = the product's register j of thread t, onto `init` when
+ * `accumulate`. */
+extern "C" __global__ void emu_test_wgmma_rs(float *d, const uint4 *image, uint32_t image_bytes, uint32_t b_off,
+                                             uint32_t lbo, uint32_t accumulate, float init, uint32_t mode) {
+    KL_DYNAMIC_SHARED(smem, 16);
+    const uint32_t base = ((uint32_t)__cvta_generic_to_shared(smem) + 1023u) & ~1023u;
+    for (uint32_t i = threadIdx.x; i < image_bytes / 16u; i += blockDim.x) kl__st_shared_v4(base + 16u * i, image[i]);
+    kl__fence_proxy_async_shared();
+    __syncthreads();
+    const uint32_t t = threadIdx.x;
+    uint32_t a[4];
+    if (mode == 2u) {
+        float s[16];
+        for (int j = 0; j < 16; ++j) s[j] = 0.0f;
+        kl__wgmma_fence();
+        kl__wgmma_bf16_ss<32, 0>(s, kl__wgmma_desc(base, 16u, 1024u), kl__wgmma_desc(base + 8192u, 16u, 1024u), 0u);
+        kl__wgmma_commit();
+        kl__wgmma_wait<0>();
+        for (int i = 0; i < 4; ++i) {
+            const uint32_t lo = __float_as_uint(s[2 * i]) >> 16, hi = __float_as_uint(s[2 * i + 1]) >> 16;
+            a[i] = lo | (hi << 16);
+        }
+    } else {
+        for (int i = 0; i < 4; ++i) {
+            const int lo = (int)((t * 8u + 2u * (uint32_t)i) % 13u) - 6, hi = (int)((t * 8u + 2u * (uint32_t)i + 1u) % 13u) - 6;
+            a[i] = (__float_as_uint((float)lo) >> 16) | ((__float_as_uint((float)hi) >> 16) << 16);
+        }
+    }
+    float acc[128];
+    for (int j = 0; j < 128; ++j) acc[j] = init;
+    kl__wgmma_fence();
+    kl__wgmma_bf16_rs<256, 1>(acc, a, kl__wgmma_desc(base + b_off, lbo, 1024u), accumulate);
+    kl__wgmma_commit();
+    if (mode == 1u) a[1] ^= 0x00010001u;
+    kl__wgmma_wait<0>();
+    for (int j = 0; j < 128; ++j) d[t * 128u + (uint32_t)j] = acc[j];
+}
