@@ -80,6 +80,15 @@ static __device__ __forceinline__ void kl__wgmma_fence_operand(float (&d)[N]) {
     for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+/* The same for the registers of an RS product's A operand: kept (not
+ * reused by other values) until this point, e.g. after the wait_group that
+ * completes the product reading them. */
+template <int N>
+static __device__ __forceinline__ void kl__wgmma_fence_operand(uint32_t (&a)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(a[i])::"memory");
+}
+
 /* d = A B + (accumulate ? d : 0), m64nNk16, A and B from shared memory. */
 template <int N, int TRANS_B>
 static __device__ __forceinline__ void kl__wgmma_bf16_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,

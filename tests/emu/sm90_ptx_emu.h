@@ -74,6 +74,8 @@ static inline void kl__wgmma_wait() {
 static inline void kl__fence_proxy_async_shared() { kl_emu_sm90_fence_proxy_async(); }
 template <int N>
 static inline void kl__wgmma_fence_operand(float (&)[N]) {}
+template <int N>
+static inline void kl__wgmma_fence_operand(uint32_t (&)[N]) {}
 
 template <int N, int TRANS_B>
 static inline void kl__wgmma_bf16_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, uint32_t accumulate) {

@@ -1,0 +1,225 @@
+/* Reference: tests/mla_prefill/mla_reference.h (grouped_gemm, float64)
+ * Tests:
+ *   tests/mla_prefill/mla_copy_engine_emulated_test.cc (CPU emulator, through the generated builders)
+ *   tests/mla_prefill/mla_copy_engine_test.cc (GPU: driver-encoded maps, float64 references)
+ *   tests/mla_prefill/mla_copy_engine_launch_test.cc (launcher and builders over the recording backend)
+ *   and mla_copy_engine_sass_test (sm_90a code: HGMMA in loops, UTMALDG, UTMASTG, no LDL/STL)
+ * Run them (a GPU test skips without a GPU, saying so; tools/gpu/ runs it on one):
+ *   ./bazelw test \
+ *     //tests/mla_prefill:mla_copy_engine_emulated_test \
+ *     //tests/mla_prefill:mla_copy_engine_test \
+ *     //tests/mla_prefill:mla_copy_engine_launch_test \
+ *     //tests/mla_prefill:mla_copy_engine_sass_test
+ */
+#include "klaunch/mla_prefill.cuh"
+
+/* grouped_gemm_tma: grouped_gemm_mla's contract (kernel contract, kernel 7)
+ * with A and B brought and C taken away by the bulk tensor copy engine, on
+ * a persistent grid (issue 20):
+ *
+ *   C[i, gi*n_g + j] = sum_k A[i*a_stride + gi*k_g + k] * B[(gi*n_g + j)*k_g + k]
+ *
+ *   a_map: A as (k_g, g, m), box 64 x 1 x 128 (128 rows of one group's 64 k)
+ *   b_map: B as (k_g, n_g, g), box 64 x 128 x 1
+ *   c_map: C as (n_g, g, m), box 64 x 1 x 64 (a consumer's 64 rows of 64 columns)
+ * The group is a dimension of every map, so the engine zero-fills k past
+ * k_g, rows past m and n_g, and clips every store at its group's edge: the
+ * ragged edges need no code.
+ *
+ * The numbers (m 4096, g 128, bf16; an H200: 4227 GB/s copy, 132 SMs):
+ *   k 128 / n 512 (q_nope @ w_uk): 68.7 GFLOP, bytes A 134 MB + B 17 MB + C
+ *     537 MB = 688 MB: 163 us at the copy rate against 87 us of tensor work
+ *     at 791 TFLOP/s: memory-bound, C's writes 78% of the bytes. Per 128 x
+ *     128 tile: 64 KiB in (2 k-stages of 32 KiB), 32 KiB out, 2 x 512
+ *     tensor cycles; at the SM's share of the copy rate (17.8 B a cycle at
+ *     1.8 GHz) the tile's 96 KiB take 5500 cycles, so the tensor cores idle
+ *     and only the bytes in flight matter: by Little's law 4227 GB/s x ~1 us
+ *     / 132 SMs = 32 KB per SM.
+ *   k 512 / n 128 (o_lat @ w_uv^T): the same FLOPs and bytes, A 537 MB: 8
+ *     k-stages a tile, read-bound.
+ *   The wgmma kernel (cp.async from 256 threads, 3 stages a tile, two blocks
+ *   an SM) measured 0.52 of copy at k 128: a block's loads stop at its tile's
+ *   end (2 k-steps), and its epilogue stores from registers.
+ *
+ * Design from those numbers:
+ *   - Block = 3 warpgroups (384 threads), one an SM. Warpgroup 2's first
+ *     thread is the producer: for every tile the block owns and every k-step
+ *     it waits for a free stage, expects 32 KiB on its mbarrier and issues
+ *     two tensor loads (A, B); the 4-stage ring (128 KiB) runs on across
+ *     tiles, so the next tile's operands are in flight while this one is
+ *     computed and stored. No other producer thread does anything.
+ *   - Warpgroups 0 and 1 are the consumers: rows 64w .. 64w + 63 of the tile,
+ *     m64n128k16 (64 fp32 registers a thread), 4 products a stage with the
+ *     stage's release one stage behind (wait_group 1). Epilogue: bf16 into a
+ *     128-byte-swizzle staging tile (two 64-column slabs, conflict-free
+ *     stores), fence.proxy.async, a 128-thread named barrier, two tensor
+ *     stores by the warpgroup's first thread; two staging buffers a
+ *     consumer, so a store may still read one while the next tile's
+ *     accumulators fill the other (cp.async.bulk.wait_group.read 1 before
+ *     reuse).
+ *   - Persistent grid: block x takes tiles x, x + gridDim.x, ... of the
+ *     (n tile, m tile, group) tiles, n tiles fastest (a group's B and a row
+ *     tile's A are read by neighbouring blocks at the same time, from L2).
+ *   - Shared memory: 4 x 32 KiB stages + 4 x 16 KiB staging + 128 bytes of
+ *     mbarriers + 1 KiB alignment = 197760 bytes. Registers: 64 accumulators
+ *     and indices (168 a thread at the block's 384 threads; no setmaxnreg).
+ *   Predicted and measured: docs/PERFORMANCE.md ("Hopper MLA prefill on the
+ *   copy engine").
+ *
+ * The maps' addresses and strides are 16-byte aligned (k_g, n_g, a_stride,
+ * c_stride multiples of 8; the builders refuse others): grouped_gemm_wgmma
+ * takes any. Resources: docs/MLA_PREFILL.md.
+ */
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#include "mla_mma.cuh"
+#include "../common/kl_ptx_sm90.cuh"
+
+namespace grouped_gemm_tma_ {
+
+constexpr int BM = 128, BN = 128, BK = 64, STAGES = 4, THREADS = 384;
+constexpr uint32_t OPERAND = BM * 128;          /* one operand's stage: 128 rows of 128 bytes, 16 KiB */
+constexpr uint32_t STAGE = 2 * OPERAND;         /* A then B */
+constexpr uint32_t SLAB = 64 * 128;             /* a C box: 64 rows x 64 bf16 */
+constexpr uint32_t STAGING = 2 * SLAB;          /* a consumer's 64 x 128 C tile */
+constexpr uint32_t OFF_S = 0;
+constexpr uint32_t OFF_C = OFF_S + STAGES * STAGE;      /* [consumer][buffer] staging tiles */
+constexpr uint32_t OFF_BAR = OFF_C + 2 * 2 * STAGING;   /* full[STAGES], empty[STAGES] */
+constexpr uint32_t SMEM = OFF_BAR + 128;
+
+static_assert(SMEM + 1024 == KL_SHARED_BYTES_grouped_gemm_tma, "the spec's shared_bytes: the layout and 1 KiB to align it");
+static_assert(THREADS == KL_THREADS_grouped_gemm_tma, "two consumer warpgroups and a producer");
+static_assert(KL_TMAP_grouped_gemm_tma_a_map_BYTES == OPERAND && KL_TMAP_grouped_gemm_tma_b_map_BYTES == OPERAND,
+              "one box is one operand's stage");
+static_assert(KL_TMAP_grouped_gemm_tma_c_map_BYTES == SLAB, "one C box is one staging slab");
+static_assert(2 * STAGES * 8 <= 128, "the mbarriers fit their 128 bytes");
+
+struct Tile {
+    uint32_t n0, m0, gi;
+};
+
+__device__ __forceinline__ Tile tile_at(uint32_t u, uint32_t ntn, uint32_t ntm) {
+    Tile t;
+    t.n0 = (u % ntn) * (uint32_t)BN;
+    const uint32_t rest = u / ntn;
+    t.m0 = (rest % ntm) * (uint32_t)BM;
+    t.gi = rest / ntm;
+    return t;
+}
+
+}  // namespace grouped_gemm_tma_
+
+extern "C" __global__ void __launch_bounds__(KL_THREADS_grouped_gemm_tma, 1)
+grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KL_EMULATOR)
+    using namespace grouped_gemm_tma_;
+    KL_DYNAMIC_SHARED(grouped_gemm_tma__smem, 16);
+
+    /* The launcher's grid never gets here with these; a raw launch must still not write out of bounds. */
+    if (blockDim.x != (uint32_t)THREADS || kl__mma_dynamic_smem_size() < SMEM + 1024u) return;
+    const uint32_t ntn = (n_g + (uint32_t)BN - 1u) / (uint32_t)BN, ntm = (m + (uint32_t)BM - 1u) / (uint32_t)BM;
+    const uint32_t total = ntn * ntm * g, ktiles = (k_g + (uint32_t)BK - 1u) / (uint32_t)BK;
+
+    const uint32_t tid = threadIdx.x, wg = tid >> 7;
+    /* The swizzle pattern repeats every 1024 bytes of address: stages start on such a boundary. */
+    const uint32_t sbase = (kl__mma_smem_addr(grouped_gemm_tma__smem) + 1023u) & ~1023u;
+    const uint32_t full = sbase + OFF_BAR, empty = full + 8u * STAGES;
+
+    if (tid == 0u) {
+        for (uint32_t s = 0; s < (uint32_t)STAGES; ++s) {
+            kl__mbar_init(full + 8u * s, 1u);  /* the producer's expect_tx */
+            kl__mbar_init(empty + 8u * s, 8u); /* an elected lane of each consumer warp */
+        }
+        kl__fence_proxy_async_shared(); /* the initialised mbarriers, to the copy engine */
+    }
+    __syncthreads();
+
+    if (wg == 2u) {
+        /* ---- producer: one thread keeps the ring full across the block's tiles ---- */
+        if (tid != 256u) return;
+        kl__prefetch_tensormap(&a_map);
+        kl__prefetch_tensormap(&b_map);
+        kl__prefetch_tensormap(&c_map);
+        uint32_t c = 0; /* k-stages loaded by this block */
+        for (uint32_t u = blockIdx.x; u < total; u += gridDim.x) {
+            const Tile t = tile_at(u, ntn, ntm);
+            for (uint32_t kt = 0; kt < ktiles; ++kt, ++c) {
+                const uint32_t s = c % (uint32_t)STAGES, round = c / (uint32_t)STAGES;
+                if (round > 0u) kl__mbar_wait(empty + 8u * s, (round - 1u) & 1u);
+                const uint32_t st = sbase + OFF_S + s * STAGE;
+                kl__mbar_arrive_expect_tx(full + 8u * s, STAGE);
+                kl__tma_load_3d(st, &a_map, (int32_t)(kt * (uint32_t)BK), (int32_t)t.gi, (int32_t)t.m0, full + 8u * s);
+                kl__tma_load_3d(st + OPERAND, &b_map, (int32_t)(kt * (uint32_t)BK), (int32_t)t.n0, (int32_t)t.gi,
+                                full + 8u * s);
+            }
+        }
+        return;
+    }
+
+    /* ---- consumers: rows 64 wg .. 64 wg + 63 of each tile ---- */
+    const uint32_t tw = tid & 127u, w4 = tw >> 5, lane = tid & 31u, gq = lane >> 2, q = lane & 3u;
+    const bool elected = kl__elect_one();
+    float acc[64];
+    uint32_t c = 0, nt = 0; /* k-stages consumed, tiles done */
+    for (uint32_t u = blockIdx.x; u < total; u += gridDim.x, ++nt) {
+        const Tile t = tile_at(u, ntn, ntm);
+        if (ktiles == 0u) {
+#pragma unroll
+            for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+        }
+        uint32_t prev = 0;
+        for (uint32_t kt = 0; kt < ktiles; ++kt, ++c) {
+            const uint32_t s = c % (uint32_t)STAGES;
+            kl__mbar_wait(full + 8u * s, (c / (uint32_t)STAGES) & 1u);
+            const uint32_t a_tile = sbase + OFF_S + s * STAGE + wg * 64u * 128u, b_tile = sbase + OFF_S + s * STAGE + OPERAND;
+            kl__wgmma_fence_operand(acc);
+            kl__wgmma_fence();
+#pragma unroll
+            for (uint32_t kk = 0; kk < 4u; ++kk)
+                kl__wgmma_bf16_ss<128, 0>(acc, kl__wgmma_desc(a_tile + kk * 32u, 16u, 1024u),
+                                          kl__wgmma_desc(b_tile + kk * 32u, 16u, 1024u), (kt | kk) != 0u ? 1u : 0u);
+            kl__wgmma_commit();
+            if (kt > 0u) {
+                kl__wgmma_wait<1>(); /* the stage before is read */
+                if (elected) kl__mbar_arrive(empty + 8u * prev);
+            }
+            prev = s;
+        }
+        if (ktiles > 0u) {
+            kl__wgmma_wait<0>();
+            kl__wgmma_fence_operand(acc);
+            if (elected) kl__mbar_arrive(empty + 8u * prev);
+        }
+
+        /* ---- epilogue: bf16 into this consumer's staging buffer, two tensor stores ---- */
+        const uint32_t stg = sbase + OFF_C + (wg * 2u + (nt & 1u)) * STAGING;
+        if (tw == 0u) kl__bulk_wait_group_read<1>(); /* the store of two tiles ago has read this buffer */
+        kl__mma_bar_sync(1u + wg, 128u);
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+            const uint32_t slab = stg + (uint32_t)(i >> 3) * SLAB, chunk = (uint32_t)(i & 7);
+            const uint32_t r = w4 * 16u + gq;
+            kl__mma_st_shared_u32(slab + r * 128u + ((chunk ^ (r & 7u)) << 4) + 4u * q,
+                                  kl__mma_pack_bf16(acc[4 * i], acc[4 * i + 1]));
+            kl__mma_st_shared_u32(slab + (r + 8u) * 128u + ((chunk ^ ((r + 8u) & 7u)) << 4) + 4u * q,
+                                  kl__mma_pack_bf16(acc[4 * i + 2], acc[4 * i + 3]));
+        }
+        kl__fence_proxy_async_shared(); /* the staging tile, to the copy engine */
+        kl__mma_bar_sync(1u + wg, 128u);
+        if (tw == 0u) {
+            const uint32_t row = t.m0 + 64u * wg;
+            if (row < m) {
+                kl__tma_store_3d(&c_map, (int32_t)t.n0, (int32_t)t.gi, (int32_t)row, stg);
+                if (t.n0 + 64u < n_g) kl__tma_store_3d(&c_map, (int32_t)(t.n0 + 64u), (int32_t)t.gi, (int32_t)row, stg + SLAB);
+            }
+            kl__bulk_commit_group();
+        }
+    }
+    if (tw == 0u) kl__bulk_wait_group<0>(); /* the block's shared memory outlives its stores */
+#else
+    /* No wgmma on this target: kl_grouped_gemm_tma_get refuses such a module (arch: sm_90a). */
+    __trap();
+#endif
+}
