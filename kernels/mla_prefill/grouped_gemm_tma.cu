@@ -187,11 +187,9 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
             }
             prev = s;
         }
-        if (ktiles > 0u) {
-            kl__wgmma_wait<0>();
-            kl__wgmma_fence_operand(acc);
-            if (elected) kl__mbar_arrive(empty + 8u * prev);
-        }
+        kl__wgmma_wait<0>(); /* unconditional: behind a branch, ptxas injected its own (C7517) */
+        kl__wgmma_fence_operand(acc);
+        if (ktiles > 0u && elected) kl__mbar_arrive(empty + 8u * prev);
 
         /* ---- epilogue: bf16 into this consumer's staging buffer, two tensor stores ---- */
         const uint32_t stg = sbase + OFF_C + (wg * 2u + (nt & 1u)) * STAGING;
