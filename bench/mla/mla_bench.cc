@@ -28,6 +28,12 @@
 //                   first shape; gemm_wgmma, gemm_wgmma_t: kl_grouped_gemm_wgmma
 //                   at both shapes. GEMM rows also carry bytes (A + B read
 //                   once, C written once) for the copy-bandwidth ratio
+//   attn_tma_576, attn_tma_320, gemm_tma, gemm_tma_t
+//                   the copy-engine launchers of issue 20
+//                   (kl_mla_absorbed_attention_tma, kl_grouped_gemm_tma;
+//                   sm_90a) at the wgmma rows' shapes, one persistent block an
+//                   SM, tensor maps encoded once per input set outside the
+//                   timing; each checked against the mma.sync kernel first
 //   dm_*            the five data-movement launchers at sizes far past L2:
 //                   bytes = what the contract reads + writes, each once;
 //                   dm_*_wide: the wide twins (one block per 2048 elements)
@@ -321,6 +327,104 @@ void bench_gemm(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std::str
     if (get == kl_grouped_gemm_mma_get) report("gemm_seed", what.str(), median_us(run_seed, 5, 1), flops, 0);
 }
 
+// CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: the copy-engine launchers' persistent grid.
+uint32_t sm_count() {
+    int v = 0;
+    cu(g_cuda.api.device_get_attribute(&v, 16, g_cuda.device), "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
+    return static_cast<uint32_t>(v);
+}
+
+// kl_mla_absorbed_attention_tma (issue 20) at bench_attention's shape, one
+// block an SM; the maps of every input set are encoded once, outside the
+// timing. Its output must equal the mma.sync kernel's (relative norm < 1e-2)
+// on the first set before it is timed.
+void bench_attention_tma(const kl_module *mod, uint32_t d, uint32_t heads, uint32_t seq, const std::string &name) {
+    kl_kernel k, ref;
+    if (!get_or_note(kl_mla_absorbed_attention_tma_get, &k, mod, name.c_str())) return;
+    ok(kl_mla_absorbed_attention_mma_get(&ref, mod), "kl_mla_absorbed_attention_mma_get");
+    const uint32_t dv = d - 64, ctas = sm_count();
+    const size_t q_bytes = size_t{seq} * heads * d * 2, kv_bytes = size_t{seq} * d * 2;
+    const size_t nsets = rotation(q_bytes + kv_bytes);
+    std::vector<Buf> q, kv;
+    std::vector<kl_tensor_map> qm(nsets), km(nsets);
+    for (size_t i = 0; i < nsets; i++) {
+        q.emplace_back(q_bytes);
+        kv.emplace_back(kv_bytes);
+        fill_random(q.back(), static_cast<uint32_t>(2 * i));
+        fill_random(kv.back(), static_cast<uint32_t>(2 * i + 1));
+        ok(kl_mla_absorbed_attention_tma_q_map_encode(&k, &qm[i], q[i].bf(), d, heads, seq, 1, d, size_t{heads} * d,
+                                                      size_t{seq} * heads * d),
+           "q_map");
+        ok(kl_mla_absorbed_attention_tma_kv_map_encode(&k, &km[i], kv[i].bf(), d, seq, 1, d, size_t{seq} * d), "kv_map");
+    }
+    Buf out(size_t{seq} * heads * dv * 2), out_ref(size_t{seq} * heads * dv * 2);
+    ok(kl_mla_absorbed_attention_tma(&k, &qm[0], &km[0], out.bf(), seq, 1, heads, d, dv, static_cast<float>(kScale),
+                                     true, ctas, nullptr),
+       name.c_str());
+    ok(kl_mla_absorbed_attention_mma(&ref, q[0].bf(), kv[0].bf(), out_ref.bf(), seq, 1, heads, d, dv,
+                                     static_cast<float>(kScale), true, nullptr),
+       "kl_mla_absorbed_attention_mma");
+    ok(kl_cuda_synchronize(&g_cuda), name.c_str());
+    const double diff = rel_diff(out, dv, out_ref, dv, size_t{seq} * heads);
+    std::printf("  check: %s vs mma attention, ||diff|| / ||mma|| = %.2e\n", name.c_str(), diff);
+    if (!(diff < 1e-2)) die("the copy-engine attention disagrees with the mma.sync one");
+    const double us = median_us(
+        [&](int run) {
+            const size_t s = static_cast<size_t>(run) % nsets;
+            ok(kl_mla_absorbed_attention_tma(&k, &qm[s], &km[s], out.bf(), seq, 1, heads, d, dv,
+                                             static_cast<float>(kScale), true, ctas, nullptr),
+               name.c_str());
+        },
+        g_runs, 3);
+    std::ostringstream what;
+    what << "D " << d << ", kv_lora " << dv << ", " << heads << " heads, seq " << seq << ", causal, " << ctas
+         << " persistent blocks, " << nsets << " input sets";
+    report(name, what.str(), us, attn_flops(heads, seq, d, dv), 0);
+}
+
+// kl_grouped_gemm_tma (issue 20) at bench_gemm's shapes, one block an SM,
+// the maps encoded once per input set outside the timing; C must equal the
+// mma.sync kernel's on the first set (first 256 rows, relative norm < 1e-2).
+void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std::string &name) {
+    kl_kernel k, ref;
+    if (!get_or_note(kl_grouped_gemm_tma_get, &k, &g_mod.v576, name.c_str())) return;
+    ok(kl_grouped_gemm_mma_get(&ref, &g_mod.v576), "kl_grouped_gemm_mma_get");
+    const uint32_t ctas = sm_count();
+    const size_t a_bytes = size_t{m} * g * kg * 2, b_bytes = size_t{g} * ng * kg * 2, c_bytes = size_t{m} * g * ng * 2;
+    const size_t nsets = rotation(a_bytes + b_bytes);
+    std::vector<Buf> a, b;
+    std::vector<kl_tensor_map> am(nsets), bm(nsets);
+    for (size_t i = 0; i < nsets; i++) {
+        a.emplace_back(a_bytes);
+        b.emplace_back(b_bytes);
+        fill_random(a.back(), static_cast<uint32_t>(60 + 2 * i));
+        fill_random(b.back(), static_cast<uint32_t>(61 + 2 * i));
+        ok(kl_grouped_gemm_tma_a_map_encode(&k, &am[i], a[i].bf(), kg, g, m, kg, size_t{g} * kg), "a_map");
+        ok(kl_grouped_gemm_tma_b_map_encode(&k, &bm[i], b[i].bf(), kg, ng, g, kg, size_t{ng} * kg), "b_map");
+    }
+    Buf c(c_bytes), c_ref(c_bytes);
+    kl_tensor_map cm;
+    ok(kl_grouped_gemm_tma_c_map_encode(&k, &cm, c.bf(), ng, g, m, ng, size_t{g} * ng), "c_map");
+    ok(kl_grouped_gemm_tma(&k, &am[0], &bm[0], &cm, m, g, kg, ng, ctas, nullptr), name.c_str());
+    ok(kl_grouped_gemm_mma(&ref, a[0].bf(), b[0].bf(), c_ref.bf(), m, g, kg, ng, g * kg, g * ng, nullptr),
+       "kl_grouped_gemm_mma");
+    ok(kl_cuda_synchronize(&g_cuda), name.c_str());
+    const double diff = rel_diff(c, size_t{g} * ng, c_ref, size_t{g} * ng, std::min<size_t>(m, 256));
+    std::printf("  check: %s vs mma GEMM (first %u rows), ||diff|| / ||mma|| = %.2e\n", name.c_str(),
+                std::min(m, 256u), diff);
+    if (!(diff < 1e-2)) die("the copy-engine grouped GEMM disagrees with the mma.sync one");
+    const double us = median_us(
+        [&](int run) {
+            const size_t s = static_cast<size_t>(run) % nsets;
+            ok(kl_grouped_gemm_tma(&k, &am[s], &bm[s], &cm, m, g, kg, ng, ctas, nullptr), name.c_str());
+        },
+        g_runs, 3);
+    std::ostringstream what;
+    what << "m " << m << ", g " << g << ", k_g " << kg << ", n_g " << ng << ", " << ctas << " persistent blocks, "
+         << nsets << " input sets";
+    report(name, what.str(), us, 2.0 * m * g * kg * ng, double(a_bytes + b_bytes + c_bytes));
+}
+
 // The five data-movement launchers (deepseek_v4_flash shapes: 128 heads,
 // nope 128, rope 64, kv_lora 512, v_dim 128).
 void bench_data_movement() {
@@ -492,6 +596,10 @@ int main(int argc, char **argv) {
         bench_gemm(4096, 128, 128, 512, "gemm_wgmma", true, kl_grouped_gemm_wgmma_get, kl_grouped_gemm_wgmma);
     if (want("gemm_wgmma_t"))
         bench_gemm(4096, 128, 512, 128, "gemm_wgmma_t", false, kl_grouped_gemm_wgmma_get, kl_grouped_gemm_wgmma);
+    if (want("attn_tma_576")) bench_attention_tma(&g_mod.v576, 576, 128, seq, "attn_tma_576");
+    if (want("attn_tma_320")) bench_attention_tma(&g_mod.v320, 320, 128, seq, "attn_tma_320");
+    if (want("gemm_tma")) bench_gemm_tma(4096, 128, 128, 512, "gemm_tma");
+    if (want("gemm_tma_t")) bench_gemm_tma(4096, 128, 512, 128, "gemm_tma_t");
     if (want("dm_")) bench_data_movement();
 
     if (!json.empty()) write_json(json, name);
