@@ -3,13 +3,15 @@
  *   tests/mla_prefill/mla_copy_engine_emulated_test.cc (CPU emulator, through the generated builders)
  *   tests/mla_prefill/mla_copy_engine_test.cc (GPU: driver-encoded maps, float64 references)
  *   tests/mla_prefill/mla_copy_engine_launch_test.cc (launcher and builders over the recording backend)
- *   and mla_copy_engine_sass_test (sm_90a code: HGMMA in loops, UTMALDG, UTMASTG, no LDL/STL)
+ *   and mla_copy_engine_sass_test, mla_copy_engine_store_sass_test (sm_90a code: HGMMA and UTMALDG
+ *   in loops, UTMASTG in the tile loop, no LDL/STL)
  * Run them (a GPU test skips without a GPU, saying so; tools/gpu/ runs it on one):
  *   ./bazelw test \
  *     //tests/mla_prefill:mla_copy_engine_emulated_test \
  *     //tests/mla_prefill:mla_copy_engine_test \
  *     //tests/mla_prefill:mla_copy_engine_launch_test \
- *     //tests/mla_prefill:mla_copy_engine_sass_test
+ *     //tests/mla_prefill:mla_copy_engine_sass_test \
+ *     //tests/mla_prefill:mla_copy_engine_store_sass_test
  */
 #include "klaunch/mla_prefill.cuh"
 

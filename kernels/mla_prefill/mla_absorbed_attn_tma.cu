@@ -52,7 +52,7 @@
  *   released and refilled in halves (slabs 0-3: V of consumer 0's columns;
  *   slabs 4-8: consumer 1's and the rope slab); D 320 up to 2 key tiles
  *   (80 KiB) ahead of the one in use. Each key tile is read from L2 by all
- *   128 heads' blocks (9.4 MB of cache rows for 19.6 GB of tile reads).
+ *   128 heads' blocks (4.7 MB of cache rows at D 576 for 19.6 GB of tile reads).
  *
  * Design:
  *   - Block = 3 warpgroups (384 threads). Warpgroup 2 is the producer
@@ -186,6 +186,12 @@ __device__ __forceinline__ void pv_rs(float (&o)[128], uint32_t (&p)[4][4], uint
     for (int kk = 0; kk < BN / 16; ++kk)
         kl__wgmma_bf16_rs<256, 1>(o, p[kk], kl__wgmma_desc(vbase + (uint32_t)kk * 16u * 128u, SLAB, 1024u), 1u);
 }
+/* After the wait_group that completes the products reading P: its registers are kept until here. */
+__device__ __forceinline__ void fence_p(uint32_t (&p)[4][4]) {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) kl__wgmma_fence_operand(p[kk]);
+}
+
 __device__ __forceinline__ void pv_ss(float (&o)[128], uint32_t p_slab, uint32_t vbase) {
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk)
@@ -461,10 +467,7 @@ mla_absorbed_attn_tma(KL_PARAMS_mla_absorbed_attn_tma) {
                     kl__wgmma_commit();
                     kl__wgmma_wait<0>();
                     kl__wgmma_fence_operand(o);
-                    kl__wgmma_fence_operand(p[0]);
-                    kl__wgmma_fence_operand(p[1]);
-                    kl__wgmma_fence_operand(p[2]);
-                    kl__wgmma_fence_operand(p[3]);
+                    fence_p(p);
                     if (elected) kl__mbar_arrive(mb(B_RING + S_FREE_L + 0)); /* buffer 0's slabs 0-3 */
                     /* m1 = max(m0, consumer 1's scores): P0 and O to that maximum */
                     kl__mbar_wait(mb(B_RING + S_M1), ph);
@@ -558,10 +561,7 @@ mla_absorbed_attn_tma(KL_PARAMS_mla_absorbed_attn_tma) {
                     pv_ss(o, p0_slab, kbuf0 + (uint32_t)HALF * SLAB);
                     kl__wgmma_commit();
                     kl__wgmma_wait<1>();
-                    kl__wgmma_fence_operand(p[0]);
-                    kl__wgmma_fence_operand(p[1]);
-                    kl__wgmma_fence_operand(p[2]);
-                    kl__wgmma_fence_operand(p[3]);
+                    fence_p(p);
                     if (elected) kl__mbar_arrive(mb(B_RING + S_FREE_R + 1)); /* buffer 1's slabs 4-8 */
                     kl__wgmma_wait<0>();
                     kl__wgmma_fence_operand(o);
@@ -648,10 +648,7 @@ mla_absorbed_attn_tma(KL_PARAMS_mla_absorbed_attn_tma) {
                 exp_rows(s, m, sum);
                 kl__wgmma_wait<0>(); /* P_j V_j */
                 kl__wgmma_fence_operand(o);
-                kl__wgmma_fence_operand(p[0]);
-                kl__wgmma_fence_operand(p[1]);
-                kl__wgmma_fence_operand(p[2]);
-                kl__wgmma_fence_operand(p[3]);
+                fence_p(p);
                 if (elected) kl__mbar_arrive(mb(B_RING + STAGES + st)); /* this warp is done with tile j */
                 pack_p(p, s, ones);
                 float ls[2] = {0.0f, 0.0f};
@@ -672,10 +669,7 @@ mla_absorbed_attn_tma(KL_PARAMS_mla_absorbed_attn_tma) {
                 kl__wgmma_commit();
                 kl__wgmma_wait<0>();
                 kl__wgmma_fence_operand(o);
-                kl__wgmma_fence_operand(p[0]);
-                kl__wgmma_fence_operand(p[1]);
-                kl__wgmma_fence_operand(p[2]);
-                kl__wgmma_fence_operand(p[3]);
+                fence_p(p);
                 if (elected) kl__mbar_arrive(mb(B_RING + STAGES + st));
                 advance(st, ph);
             }

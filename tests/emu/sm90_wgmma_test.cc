@@ -213,6 +213,19 @@ void a_row_k(uint32_t t, uint32_t i, uint32_t h, uint32_t *row, uint32_t *k) {
 // What emu_test_wgmma_rs's mode 0 puts in element h of register i of thread t.
 int ra(uint32_t t, uint32_t i, uint32_t h) { return (int)((t * 8 + 2 * i + h) % 13) - 6; }
 
+// Registers of an m64n256 result (d[t * 128 + j]) that differ from want(row, col), placed by the figure.
+template <class F>
+size_t n256_mismatches(const std::vector<float> &d, F want) {
+    size_t bad = 0;
+    for (uint32_t t = 0; t < 128; ++t)
+        for (uint32_t j = 0; j < 128; ++j) {
+            uint32_t row, col;
+            row_col(t, j, &row, &col);
+            bad += d[t * 128 + j] != want(row, col);
+        }
+    return bad;
+}
+
 std::vector<float> rs_run(const std::vector<uint16_t> &img, uint32_t b_off, uint32_t lbo, uint32_t accumulate,
                           float init, uint32_t mode, emu::Fault *f) {
     emu::Buffer<uint16_t> im(img.size(), emu::Access::kRead, "image");
@@ -247,16 +260,11 @@ TEST(EmuWgmmaRs, RegistersAreTheIsasMatrixAFragment) {
     emu::Fault f;
     const std::vector<float> d = rs_run(img, 0, lbo, 1, 0.25f, 0, &f);
     ASSERT_TRUE(f.ok()) << f.message;
-    size_t bad = 0;
-    for (uint32_t t = 0; t < 128; ++t)
-        for (uint32_t j = 0; j < 128; ++j) {
-            uint32_t row, col;
-            row_col(t, j, &row, &col);
-            double s = 0.25;
-            for (uint32_t k = 0; k < 16; ++k) s += A16[row][k] * Bmn(k, col);
-            bad += d[t * 128 + j] != s;
-        }
-    EXPECT_EQ(bad, 0u);
+    EXPECT_EQ(0u, n256_mismatches(d, [&](uint32_t row, uint32_t col) {
+                  double s = 0.25;
+                  for (uint32_t k = 0; k < 16; ++k) s += A16[row][k] * Bmn(k, col);
+                  return s;
+              }));
 }
 
 int A01(uint32_t r, uint32_t k) { return (int)((r * 5 + k * 3) % 3) - 1; }
@@ -274,20 +282,15 @@ TEST(EmuWgmmaRs, AccumulatorPairsAreTheNextProductsAOperand) {
     emu::Fault f;
     const std::vector<float> d = rs_run(img, 12288, lbo, 0, 7.0f, 2, &f);
     ASSERT_TRUE(f.ok()) << f.message;
-    size_t bad = 0;
-    for (uint32_t t = 0; t < 128; ++t)
-        for (uint32_t j = 0; j < 128; ++j) {
-            uint32_t row, col;
-            row_col(t, j, &row, &col);
-            double s = 0.0;  // scale-d 0: the 7 is dropped
-            for (uint32_t c = 0; c < 16; ++c) {
-                double sc = 0.0;  // S[row][c], over the slab's first 16 k
-                for (uint32_t k = 0; k < 16; ++k) sc += A01(row, k) * B01(c, k);
-                s += sc * Bmn(c, col);
-            }
-            bad += d[t * 128 + j] != s;
-        }
-    EXPECT_EQ(bad, 0u);
+    EXPECT_EQ(0u, n256_mismatches(d, [](uint32_t row, uint32_t col) {
+                  double s = 0.0;  // scale-d 0: the 7 is dropped
+                  for (uint32_t c = 0; c < 16; ++c) {
+                      double sc = 0.0;  // S[row][c], over the slab's first 16 k
+                      for (uint32_t k = 0; k < 16; ++k) sc += A01(row, k) * B01(c, k);
+                      s += sc * Bmn(c, col);
+                  }
+                  return s;
+              }));
 }
 
 // The hardware reads A's registers until the product completes: a kernel that

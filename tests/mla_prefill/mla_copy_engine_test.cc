@@ -34,12 +34,14 @@
 #include "kernels/mla_prefill_fatbins.h"
 #include "klaunch/mla_prefill.h"
 #include "tests/mla_prefill/mla_fast_reference.h"
+#include "tests/mla_prefill/mla_gpu_check.h"
 #include "tests/mla_prefill/mla_reference.h"
 #include "tests/support/gpu_test_util.h"
 
 namespace {
 
 using kl_test::DeviceBuffer;
+using namespace mla_gpu_check;
 
 struct Variant {
     const char *name;
@@ -53,8 +55,6 @@ const Variant kVariants[] = {
      512},
 };
 
-constexpr uint16_t kPoison = 0xFFFF;
-constexpr size_t kGuard = 8;                    // 16 bytes: the maps' 16-byte alignment is kept
 constexpr double kScale = 0.07216878364870322;  // 1/sqrt(192)
 
 uint32_t sm_count() {
@@ -66,71 +66,6 @@ uint32_t sm_count() {
         return static_cast<uint32_t>(v);
     }();
     return n;
-}
-
-std::vector<uint16_t> random_bits(size_t n, uint32_t seed, float scale) {
-    const std::vector<kl_bf16> v = kl_test::to_bf16(kl_test::random_uniform(n, seed, -scale, scale));
-    std::vector<uint16_t> out(n);
-    for (size_t i = 0; i < n; i++) out[i] = v[i].bits;
-    return out;
-}
-
-// `count` elements with kGuard poison elements after them and kGuard +
-// `misalign` before.
-struct Region {
-    Region(size_t count_, size_t misalign) : count(count_), front(kGuard + misalign), buf(front + count_ + kGuard) {
-        buf.poison();
-    }
-    Region(const std::vector<uint16_t> &data, size_t misalign) : Region(data.size(), misalign) {
-        std::vector<kl_bf16> host(buf.size());
-        for (kl_bf16 &v : host) v.bits = kPoison;
-        std::memcpy(host.data() + front, data.data(), data.size() * sizeof(uint16_t));
-        buf.upload(host);
-    }
-    kl_bf16 *ptr() const { return buf.get() + front; }
-    std::vector<uint16_t> read(bool *guards_ok) const {
-        const std::vector<kl_bf16> all = buf.download();
-        *guards_ok = true;
-        std::vector<uint16_t> out(count);
-        for (size_t i = 0; i < all.size(); i++) {
-            if (i >= front && i < front + count)
-                out[i - front] = all[i].bits;
-            else if (all[i].bits != kPoison)
-                *guards_ok = false;
-        }
-        return out;
-    }
-    size_t count, front;
-    DeviceBuffer<kl_bf16> buf;
-};
-
-double bf16(uint16_t b) { return kl_test::bf16_to_float(kl_bf16{b}); }
-
-template <class Where>
-::testing::AssertionResult close_to(const char *what, const std::vector<uint16_t> &out, const std::vector<double> &ref,
-                                    Where where, const std::vector<double> *extra = nullptr) {
-    if (out.size() != ref.size()) return ::testing::AssertionFailure() << what << ": size " << out.size() << " vs " << ref.size();
-    double r2 = 0.0;
-    for (double r : ref) r2 += r * r;
-    const double atol = ref.empty() ? 0.0 : 1e-2 * std::sqrt(r2 / static_cast<double>(ref.size()));
-    double d2 = 0.0;
-    size_t bad = 0;
-    std::ostringstream first;
-    for (size_t i = 0; i < ref.size(); i++) {
-        const double o = bf16(out[i]), d = std::fabs(o - ref[i]);
-        const double tol = atol + 1e-2 * std::fabs(ref[i]) + (extra ? (*extra)[i] : 0.0);
-        if (!std::isfinite(o) || !(d <= tol)) {
-            if (bad < 10) first << "  " << what << where(i) << ": got " << o << ", want " << ref[i] << "\n";
-            bad++;
-        }
-        if (std::isfinite(o)) d2 += d * d;
-    }
-    const double rel = r2 > 0.0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
-    if (bad == 0 && rel < 1e-2) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << what << ": " << bad << " of " << ref.size() << " elements outside atol "
-                                         << atol << " + 1e-2 |ref|; ||out - ref|| / ||ref|| = " << rel
-                                         << " (limit 1e-2)\n"
-                                         << first.str();
 }
 
 class MlaCopyEngine : public kl_test::GpuTest, public ::testing::WithParamInterface<int> {

@@ -1,5 +1,5 @@
 // The emulated cases both tensor-core paths share (mla_mma_emulated_test.cc,
-// mla_wgmma_emulated_test.cc): one runner per contract, given the launcher's
+// mla_wgmma_emulated_test.cc; the checks also mla_copy_engine_emulated_test.cc): one runner per contract, given the launcher's
 // _get and launch functions (the mma.sync and wgmma launchers take the same
 // parameters), against the float64 references of the GPU test. Outputs start
 // poisoned with guard elements around them.
@@ -35,6 +35,39 @@ inline std::unique_ptr<emu::Buffer<kl_bf16>> input(const std::vector<uint16_t> &
     return b;
 }
 
+// out [batch, seq, heads, DV] against the float64 reference (mismatches named
+// by batch, token, head, column), and its guards untouched.
+inline void expect_attention(const emu::Buffer<kl_bf16> &out, const std::vector<double> &ref, uint32_t seq,
+                             uint32_t heads, uint32_t DV) {
+    EXPECT_TRUE(emu_test::close(
+        "out", [&](size_t i) { return emu_test::bf16(out[i].bits); }, ref, 1e-2, 1e-2, 1e-2, [&](size_t i) {
+            std::ostringstream s;
+            s << "[b " << i / DV / heads / seq << ", t " << i / DV / heads % seq << ", h " << i / DV % heads
+              << ", col " << i % DV << "]";
+            return s.str();
+        }));
+    EXPECT_TRUE(out.guards_intact());
+}
+
+// C (m rows c_stride apart) against the dense [m, g * n_g] reference: the
+// columns past g * n_g still poison, the rest close, the guards untouched.
+inline void expect_gemm(const emu::Buffer<kl_bf16> &out, const std::vector<double> &dense, uint32_t m, uint32_t g,
+                        uint32_t n_g, uint32_t c_stride) {
+    const size_t w = (size_t)g * n_g;
+    size_t outside = 0;
+    for (size_t i = 0; i < m; ++i)
+        for (size_t j = w; j < c_stride; ++j) outside += out[i * c_stride + j].bits != 0xFFFF;
+    EXPECT_EQ(0u, outside) << "columns of C outside the groups were written";
+    EXPECT_TRUE(emu_test::close(
+        "C", [&](size_t i) { return emu_test::bf16(out[(i / w) * c_stride + i % w].bits); }, dense, 1e-2, 1e-2, 1e-2,
+        [&](size_t i) {
+            std::ostringstream s;
+            s << "[row " << i / w << ", group " << i % w / n_g << ", col " << i % w % n_g << "]";
+            return s.str();
+        }));
+    EXPECT_TRUE(out.guards_intact());
+}
+
 struct AttnCase {
     uint32_t batch, seq, heads;
     bool causal;
@@ -55,15 +88,8 @@ inline void run_attention(GetFn get, AttentionFn launch, const kl_module *mod, u
     const float scale = 1.0f / std::sqrt((float)D);
     KL_EMU_ASSERT_OK(launch(&k, q->data(), kv->data(), out.data(), c.seq, c.batch, c.heads, D, DV, scale, c.causal,
                             nullptr));
-    const std::vector<double> ref = mla_fast_ref::absorbed_attention(qh, kvh, c.batch, c.seq, c.heads, D, DV, scale, c.causal);
-    EXPECT_TRUE(emu_test::close(
-        "out", [&](size_t i) { return emu_test::bf16(out[i].bits); }, ref, 1e-2, 1e-2, 1e-2, [&](size_t i) {
-            std::ostringstream s;
-            s << "[b " << i / DV / c.heads / c.seq << ", t " << i / DV / c.heads % c.seq << ", h " << i / DV % c.heads
-              << ", col " << i % DV << "]";
-            return s.str();
-        }));
-    EXPECT_TRUE(out.guards_intact());
+    expect_attention(out, mla_fast_ref::absorbed_attention(qh, kvh, c.batch, c.seq, c.heads, D, DV, scale, c.causal),
+                     c.seq, c.heads, DV);
 }
 
 struct GemmCase {
@@ -82,22 +108,7 @@ inline void run_gemm(GetFn get, GemmFn launch, const kl_module *mod, const GemmC
     auto a = input(ah, "a", c.lead), b = input(bh, "b", c.lead);
     emu::Buffer<kl_bf16> out((size_t)c.m * c_stride, emu::Access::kWrite, "c", 8, c.lead);
     KL_EMU_ASSERT_OK(launch(&k, a->data(), b->data(), out.data(), c.m, c.g, c.k_g, c.n_g, a_stride, c_stride, nullptr));
-    const std::vector<double> dense = mla_ref::grouped_gemm(ah, bh, c.m, c.g, c.k_g, c.n_g, a_stride);
-    // The reference is dense [m, g*n_g]; C's rows are c_stride apart and the
-    // columns past g*n_g must stay poison.
-    const size_t w = (size_t)c.g * c.n_g;
-    size_t outside = 0;
-    for (size_t i = 0; i < c.m; ++i)
-        for (size_t j = w; j < c_stride; ++j) outside += out[i * c_stride + j].bits != 0xFFFF;
-    EXPECT_EQ(0u, outside) << "columns of C outside the groups were written";
-    EXPECT_TRUE(emu_test::close(
-        "C", [&](size_t i) { return emu_test::bf16(out[(i / w) * c_stride + i % w].bits); }, dense, 1e-2, 1e-2, 1e-2,
-        [&](size_t i) {
-            std::ostringstream s;
-            s << "[row " << i / w << ", group " << i % w / c.n_g << ", col " << i % w % c.n_g << "]";
-            return s.str();
-        }));
-    EXPECT_TRUE(out.guards_intact());
+    expect_gemm(out, mla_ref::grouped_gemm(ah, bh, c.m, c.g, c.k_g, c.n_g, a_stride), c.m, c.g, c.n_g, c_stride);
 }
 
 }  // namespace mla_tc_emu
