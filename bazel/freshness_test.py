@@ -5,9 +5,9 @@ kl_family(..., committed = ...) (bazel/klaunch.bzl) runs it as
 
     --spec SPEC --regenerate COMMAND --generated KLAUNCH_H KLAUNCH_CUH --committed FILE...
 
-For each generated file (klaunch/<family>.h, .cuh: the genrule's output,
-made from the spec in this build) the committed file with the same
-klaunch/<name> ending must exist and be byte for byte the same. A failure
+For each generated file (klaunch/<family>.h, .cuh, python/klaunch_<family>.py,
+.c: the genrule's output, made from the spec in this build) the committed
+file with the same <folder>/<name> ending must exist and be byte for byte the same. A failure
 names the committed file, the spec, the first differing lines and the
 command that remakes it (on the failure's last line, which the test
 summary shows).
@@ -41,7 +41,7 @@ def parse(argv):
 
 
 def ending(path):
-    """"x/y/klaunch/f.h" -> "klaunch/f.h"."""
+    """"x/y/klaunch/f.h" -> "klaunch/f.h", "x/python/klaunch_f.py" -> "python/klaunch_f.py"."""
     return "/".join(path.replace(os.sep, "/").split("/")[-2:])
 
 
@@ -57,7 +57,8 @@ class FreshnessTest(unittest.TestCase):
         remake = ARGS.get("--regenerate", "./bazelw run //:generate")
         matches = [c for c in ARGS["--committed"] if ending(c) == want]
         if not matches:
-            dirs = sorted({os.path.dirname(os.path.dirname(c)) for c in ARGS["--committed"] if ending(c).startswith("klaunch/")})
+            folder = want.split("/")[0] + "/"
+            dirs = sorted({os.path.dirname(os.path.dirname(c)) for c in ARGS["--committed"] if ending(c).startswith(folder)})
             where = os.path.join(dirs[0], want) if dirs else want
             self.fail("%s is missing: %s makes it; run: %s, and commit it" % (where, spec, remake))
         committed = matches[0]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bazel run //:generate -- writes the generator's outputs into the source tree
-# (generated/klaunch/<family>.h and .cuh, docs/LAUNCHERS.md) and prints the
+# (generated/klaunch/<family>.h and .cuh, generated/python/klaunch_<family>.py
+# and .c, docs/LAUNCHERS.md) and prints the
 # fatbins Bazel built for them.
 # Arguments (from //:generate): every spec (//specs:all_specs, the
 # specs/*.yaml files) and every family's manifest (//kernels:manifests,
@@ -57,7 +58,7 @@ if [ "$errors" -gt 0 ]; then
 fi
 
 (cd "$BUILD_WORKSPACE_DIRECTORY" &&
-  python3 codegen/main.py --include-dir generated --docs docs/LAUNCHERS.md "${specs[@]}")
+  python3 codegen/main.py --include-dir generated --python-dir generated/python --docs docs/LAUNCHERS.md "${specs[@]}")
 
 # The table: one row per fatbin.
 {
@@ -90,4 +91,4 @@ echo
   END { for (r = 1; r <= NR; r++) { line = ""
           for (i = 1; i <= n; i++) line = line sprintf(i < n ? "%-" w[i] "s  " : "%s", cell[r, i])
           print line } }'
-echo "wrote generated/klaunch/ and docs/LAUNCHERS.md in $BUILD_WORKSPACE_DIRECTORY"
+echo "wrote generated/klaunch/, generated/python/ and docs/LAUNCHERS.md in $BUILD_WORKSPACE_DIRECTORY"

@@ -7,14 +7,18 @@ or one family at a time:
     kl_family(name = "paged_decode", spec = "paged_decode.yaml")
 
 kl_family runs //codegen:generator on the spec and makes
-  :<name>          the genrule: klaunch/<name>.h and klaunch/<name>.cuh
+  :<name>          the genrule: klaunch/<name>.h and klaunch/<name>.cuh, and
+                   the Python launchers python/klaunch_<name>.py with their
+                   library's source python/klaunch_<name>.c (built by
+                   kl_python_families, bazel/python.bzl)
   :<name>_headers  cc_library of klaunch/<name>.h (deps on //:klaunch), so
                    `#include "klaunch/<name>.h"` works
   :<name>_cuh      cc_library of klaunch/<name>.cuh, for kl_fatbin's hdrs
   :<name>_spec     the spec file (what kl_fatbin's layout test reads)
   :<name>_freshness_test
                    only with `committed`: the project's committed copies of
-                   klaunch/<name>.h and .cuh equal what the spec makes now
+                   klaunch/<name>.h, .cuh and python/klaunch_<name>.py, .c
+                   equal what the spec makes now
 
 The spec may live in any package; the generator reads it as
 specs/<file name> (as //:generate does), which is what generated files and
@@ -54,7 +58,8 @@ def kl_family(name, spec, committed = None, regenerate = None, visibility = None
     """See the module docstring.
 
     committed: a label whose files include the committed copies
-      (.../klaunch/<name>.h and .cuh), e.g. a filegroup of generated/**;
+      (.../klaunch/<name>.h and .cuh, .../python/klaunch_<name>.py and .c),
+      e.g. a filegroup of generated/**;
       gives :<name>_freshness_test.
     regenerate: the command the freshness test tells to run when they are
       stale (default: ./bazelw run //:generate).
@@ -63,17 +68,19 @@ def kl_family(name, spec, committed = None, regenerate = None, visibility = None
         fail("kl_family(name = \"%s\"): the spec must be %s.yaml (the file is named after its family), not %s" % (name, name, spec))
     h = "klaunch/%s.h" % name
     cuh = "klaunch/%s.cuh" % name
+    py = "python/klaunch_%s.py" % name
+    py_c = "python/klaunch_%s.c" % name
     native.genrule(
         name = name,
         srcs = [spec],
-        outs = [h, cuh],
+        outs = [h, cuh, py, py_c],
         tools = [_CODEGEN],
-        # Run as //:generate runs it (--include-dir generated, the spec as
-        # specs/<name>.yaml, paths the generator prints as given) so these
-        # outputs equal the committed copies byte for byte.
-        cmd = kl_codegen_cmd("--include-dir generated specs/%s" % _file_name(spec)) +
-              " && cp $$KL_OUT/generated/%s $(location %s)" % (h, h) +
-              " && cp $$KL_OUT/generated/%s $(location %s)" % (cuh, cuh),
+        # Run as //:generate runs it (--include-dir generated --python-dir
+        # generated/python, the spec as specs/<name>.yaml, paths the
+        # generator prints as given) so these outputs equal the committed
+        # copies byte for byte.
+        cmd = kl_codegen_cmd("--include-dir generated --python-dir generated/python specs/%s" % _file_name(spec)) +
+              "".join([" && cp $$KL_OUT/generated/%s $(location %s)" % (f, f) for f in [h, cuh, py, py_c]]),
         message = "Generating the launchers of %s" % name,
         visibility = visibility,
     )
@@ -90,6 +97,11 @@ def kl_family(name, spec, committed = None, regenerate = None, visibility = None
         name = name + "_cuh",
         hdrs = [cuh],
         strip_include_prefix = "",
+        visibility = visibility,
+    )
+    native.filegroup(
+        name = name + "_python_sources",
+        srcs = [py, py_c],
         visibility = visibility,
     )
     native.filegroup(
@@ -112,10 +124,12 @@ def kl_family(name, spec, committed = None, regenerate = None, visibility = None
                 "--generated",
                 "$(location %s)" % h,
                 "$(location %s)" % cuh,
+                "$(location %s)" % py,
+                "$(location %s)" % py_c,
                 "--committed",
                 "$(locations %s)" % committed,
             ],
-            data = [spec, h, cuh, committed],
+            data = [spec, h, cuh, py, py_c, committed],
             python_version = "PY3",
             deps = [_JUNIT],
             visibility = visibility,

@@ -1,9 +1,11 @@
 """klaunch_codegen command line.
 
-    klaunch_codegen --include-dir DIR [--docs FILE] [--check] SPEC...
+    klaunch_codegen --include-dir DIR [--docs FILE] [--python-dir PYDIR] [--check] SPEC...
 
 Writes DIR/klaunch/<family>.h and DIR/klaunch/<family>.cuh for each spec
-and, with --docs, one Markdown reference of all of them. Every problem in
+and, with --docs, one Markdown reference of all of them; with --python-dir,
+PYDIR/klaunch_<family>.py (the Python launchers) and PYDIR/klaunch_<family>.c
+(the source of their shared library, libklaunch_<family>.so). Every problem in
 the specs is reported (file:line:col: error: message; hint) and then
 nothing is written. --check writes nothing either way; it names each output
 that is missing or differs from what the specs produce.
@@ -41,6 +43,8 @@ def _parser():
     )
     p.add_argument("--include-dir", required=True, metavar="DIR", help="writes DIR/klaunch/<family>.{h,cuh}")
     p.add_argument("--docs", metavar="FILE", help="also writes a Markdown reference of every launcher")
+    p.add_argument("--python-dir", metavar="PYDIR",
+                   help="also writes PYDIR/klaunch_<family>.py and .c: the Python launchers and their library's source")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if an output is missing or stale")
     p.add_argument("--version", action="version", version="klaunch_codegen " + __version__)
     p.add_argument("specs", nargs="+", metavar="SPEC", help="specs/<family>.yaml files")
@@ -85,7 +89,7 @@ class _Arguments:
                     rest = True
                     continue
                 # argparse takes unambiguous prefixes (--inc) too.
-                if len(a) > 2 and any(o.startswith(a) for o in ("--include-dir", "--docs")):
+                if len(a) > 2 and any(o.startswith(a) for o in ("--include-dir", "--docs", "--python-dir")):
                     skip = True
                     continue
                 if a.startswith("-") and a != "-":
@@ -239,10 +243,12 @@ def main(argv=None):
             paths.append(_display(p))
         else:
             diags.error(COMMAND_LINE, pos, "a SPEC argument is empty", "give the path of a spec file, e.g. specs/<family>.yaml")
-    for option, value in (("--include-dir", args.include_dir), ("--docs", args.docs)):
+    examples = {"--include-dir": "--include-dir generated", "--docs": "--docs docs/LAUNCHERS.md",
+                "--python-dir": "--python-dir generated/python"}
+    for option, value in (("--include-dir", args.include_dir), ("--docs", args.docs), ("--python-dir", args.python_dir)):
         if value == "":
             diags.error(COMMAND_LINE, where.pos_of_option(option), "the %s argument is empty" % option,
-                        "give a path, e.g. %s" % ("--include-dir generated" if option == "--include-dir" else "--docs docs/LAUNCHERS.md"))
+                        "give a path, e.g. %s" % examples[option])
     if diags:
         return report()
 
@@ -262,18 +268,22 @@ def main(argv=None):
 
     include_dir = _display(args.include_dir)
     docs = _display(args.docs) if args.docs else None
+    python_dir = _display(args.python_dir) if args.python_dir else None
     # Every output and where it comes from, checked before anything renders.
     planned = []
     for s in specs:
         for suffix in (".h", ".cuh"):
             planned.append((os.path.join(include_dir, "klaunch", s.family) + suffix, (s.path, s.family_pos)))
+        if python_dir:
+            for path in emit.python_outputs(s, python_dir):
+                planned.append((path, (s.path, s.family_pos)))
     if docs:
         planned.append((docs, (COMMAND_LINE, where.pos_of_option("--docs"))))
     _check_paths(planned, paths, diags)
     if diags:
         return report()
     origins = dict(planned)
-    texts = emit.outputs(specs, include_dir, docs)
+    texts = emit.outputs(specs, include_dir, docs, python_dir)
     # What the rendered headers declare, against each other and the runtime.
     from .collisions import check_outputs
     from .names import emitted, runtime

@@ -354,6 +354,103 @@ class LauncherView:
         return "&kl__%s" % p.name if p.type.name == "bool" else "&%s" % p.name
 
 
+# ---- the Python module and its library --------------------------------------------
+
+# How each spec type reaches kl_X() from Python: the C type of kl__X_py()'s
+# parameter (what ctypes passes: python/klaunch/_family.py's CTYPES has the
+# same keys), and the C text that makes kl_X()'s argument of it. A new spec
+# type is one entry here and one in the runtime's _args.py (its converter).
+PY_C_PARAM = {
+    "u32": ("uint32_t", "{name}"),
+    "u64": ("uint64_t", "{name}"),
+    "i32": ("int32_t", "{name}"),
+    "f32": ("float", "{name}"),
+    "bool": ("bool", "{name}"),
+    "ptr": ("uint64_t", "({ctype})(uintptr_t){name}"),
+}
+
+
+def py_string(text):
+    """A Python string literal (ASCII, double quotes)."""
+    out = ['"']
+    for ch in text:
+        o = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif 32 <= o < 127:
+            out.append(ch)
+        elif o < 0x10000:
+            out.append("\\u%04x" % o)
+        else:
+            out.append("\\U%08x" % o)
+    out.append('"')
+    return "".join(out)
+
+
+def py_text(text):
+    """Text for inside a Python string literal or docstring, one line."""
+    return py_string(" ".join(text.split()))[1:-1]
+
+
+def py_doc(text, indent="    "):
+    """Doc text as the lines of a docstring (wrapped, escaped: no quote,
+    backslash or character that does not print survives raw)."""
+    lines = []
+    for l in wrap_lines(text, width=80 - len(indent)):
+        l = py_string(l)[1:-1]
+        lines.append((indent + l).rstrip())
+    return "\n".join(lines)
+
+
+class PyParamView:
+    def __init__(self, launcher, param):
+        self.p = param
+        self.name = param.name
+        self.kind = "ptr" if param.type.is_pointer else param.type.name
+        self.elem = param.type.elem
+        self.const = param.type.const
+        self.layout = param.layout
+        self.line, self.col = param.pos
+        c_type, arg = PY_C_PARAM[self.kind]
+        self.c_decl = "%s %s" % (c_type, self.name)
+        self.c_arg = arg.format(name=self.name, ctype=param.type.c.strip())
+        self.spec_type = param.type.spec
+        self.doc = param.doc
+
+    def table_entry(self):
+        """The runtime's Param(name, kind, element, const, layout, line, col)."""
+        return "(%s, %s, %s, %s, %s, %d, %d)" % (
+            py_string(self.name), py_string(self.kind), py_string(self.elem) if self.elem else "None",
+            "True" if self.const else "False", py_string(self.layout) if self.layout else "None", self.line, self.col)
+
+
+class PyLauncherView:
+    def __init__(self, spec, view):
+        l = view.l
+        self.name = view.name
+        self.line, self.col = view.line, view.col
+        self.doc = view.doc
+        self.params = [PyParamView(l, p) for p in l.params]
+        index = {p.name: i for i, p in enumerate(l.params)}
+        r = LauncherResolver(l)
+
+        def ref(b):
+            return "a[%d]" % index[b.name] if b.kind == "param" else "c[%s]" % py_string(b.name)
+
+        # The preconditions that read a variant constant decide which
+        # variants fit a launch (the runtime picks among those); the C
+        # launcher makes every check again.
+        self.fits = [(c.text, ex.to_python(c.expr.tree, r, ref)) for c in l.preconditions
+                     if any(n in r.const_index for n in c.args)]
+
+
+def python_views(spec):
+    views = getattr(spec, "_py_views", None)
+    if views is None:
+        views = spec._py_views = [PyLauncherView(spec, v) for v in _views(spec)]
+    return views
+
+
 def _fixed_values(spec, launcher):
     """[(macro, [(variant, value)])]: what the spec fixes for one launcher's
     kernel, named after its entry, for the .cuh to export (block components,
@@ -451,6 +548,9 @@ def _environment():
         c_not=ex.c_not,
         md_escape=md_escape,
         md_code=md_code,
+        py_string=py_string,
+        py_doc=py_doc,
+        py_text=py_text,
     )
     env.globals.update(version=__version__, regenerate=REGENERATE_COMMAND, runtime_abi=RUNTIME_ABI)
     return env
@@ -505,13 +605,35 @@ def render_docs(specs):
     return env().get_template("launchers.md.j2").render(specs=specs, families=families)
 
 
-def outputs(specs, include_dir, docs_path):
+def render_python(spec):
+    return env().get_template("python.py.j2").render(
+        spec=spec, launchers=python_views(spec), module="klaunch_%s" % spec.family,
+        library="libklaunch_%s.so" % spec.family)
+
+
+def render_python_library(spec):
+    return env().get_template("python_library.c.j2").render(
+        spec=spec, launchers=python_views(spec), file="klaunch_%s.c" % spec.family,
+        module="klaunch_%s" % spec.family, library="libklaunch_%s.so" % spec.family)
+
+
+def python_outputs(spec, python_dir):
+    """The paths of the Python module and its library's source."""
+    base = os.path.join(python_dir, "klaunch_%s" % spec.family)
+    return base + ".py", base + ".c"
+
+
+def outputs(specs, include_dir, docs_path, python_dir=None):
     """{path: text} of every file the specs produce."""
     out = {}
     for s in specs:
         base = os.path.join(include_dir, "klaunch", s.family)
         out[base + ".h"] = render_header(s)
         out[base + ".cuh"] = render_cuh(s)
+        if python_dir is not None:
+            py, c = python_outputs(s, python_dir)
+            out[py] = render_python(s)
+            out[c] = render_python_library(s)
     if docs_path:
         out[docs_path] = render_docs(specs)
     return out

@@ -738,3 +738,41 @@ def c_not(text):
     if _one_group(text) or re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", text):
         return "!" + text
     return "!(%s)" % text
+
+
+# ---- Python translation (the generated Python module) -------------------------
+
+
+def to_python(node, resolve, ref):
+    """Python text for `node`, with the launchers' semantics: numbers are
+    unsigned 64-bit, and the helpers of the runtime's klaunch._expr (imported
+    as `_x`) raise _x.Fail on an overflow, a negative signed value or a
+    division by zero, where the C launcher would refuse. `ref(binding)` is
+    the Python text that reads a parameter or a constant."""
+
+    def p(n):
+        if isinstance(n, Num):
+            return str(n.value)
+        if isinstance(n, Name):
+            b = resolve(n.name)
+            text = ref(b)
+            if b.kind == "const" or b.ptype.name == "i32":
+                return "_x.u(%s)" % text
+            return text
+        if isinstance(n, BinOp):
+            fn = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod"}[n.op]
+            return "_x.%s(%s, %s)" % (fn, p(n.left), p(n.right))
+        if isinstance(n, Call):
+            return "_x.%s(%s, %s)" % (n.func, p(n.args[0]), p(n.args[1]))
+        if isinstance(n, Compare):
+            parts = [p(n.operands[0])]
+            for op, o in zip(n.ops, n.operands[1:]):
+                parts += [op, p(o)]
+            return "(%s)" % " ".join(parts)
+        if isinstance(n, BoolOp):
+            return "(%s)" % (" %s " % n.op).join(p(v) for v in n.values)
+        if isinstance(n, Not):
+            return "(not %s)" % p(n.operand)
+        raise AssertionError(n)
+
+    return p(node)

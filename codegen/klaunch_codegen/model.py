@@ -106,13 +106,18 @@ class Type:
 
 
 class Param:
-    def __init__(self, name, ptype, launch_only, doc, pos):
+    def __init__(self, name, ptype, launch_only, doc, pos, layout=None):
         self.name = name
         self.type = ptype
         self.launch_only = launch_only
         self.doc = doc
         self.pos = pos
         self.offset = None  # in the kernel's parameter buffer; None if launch-only
+        # Pointers: how the Python launchers check a tensor's strides
+        # (schema.LAYOUTS); None for scalars.
+        if layout is None and ptype is not None and ptype.is_pointer:
+            layout = schema.DEFAULT_LAYOUT
+        self.layout = layout
 
 
 class Expr:

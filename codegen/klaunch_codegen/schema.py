@@ -81,7 +81,14 @@ TOP_KEYS = ("family", "doc", "variants", "launchers")
 VARIANT_KEYS = ("doc", "constants")
 LAUNCHER_KEYS = ("name", "entry", "doc", "params", "grid", "block", "shared_bytes", "max_dynamic_shared", "preconditions", "launch_attributes", "arch")
 ATTRIBUTE_KEYS = ("cluster", "programmatic_serialization", "cooperative")
-PARAM_KEYS = ("name", "type", "launch_only", "doc", "tensor_map")
+PARAM_KEYS = ("name", "type", "launch_only", "layout", "doc", "tensor_map")
+# How a pointer parameter's tensor must be laid out for the Python launchers
+# to pass it (they see shapes and strides; C sees an address): every element
+# dense in row-major order (the default), every dimension but the first dense
+# (rows a stride parameter apart, e.g. q[:, :n] of a wider buffer), or no
+# check at all.
+LAYOUTS = ("contiguous", "rows", "any")
+DEFAULT_LAYOUT = "contiguous"
 # arch: sm_<N> with an optional a (arch-specific) or f (family-specific) suffix.
 ARCH_PATTERN = r"^sm_[0-9]{2,3}[af]?$"
 DIM_KEYS = ("x", "y", "z")
@@ -103,6 +110,24 @@ REQUIRED_HINTS = {
     "rank": "add rank: 2 (dimensions, 1 to 5)",
     "box": "add box: [64, 32] (elements per dimension of one copy, innermost first)",
 }
+
+
+# ---- Python ----------------------------------------------------------------------
+
+# The generated Python module (klaunch_<family>) makes one function per
+# launcher, named after it, with the launcher's parameters as its own. Python's
+# keywords and soft keywords (the fixed list of Python 3.12, so the result does
+# not depend on the Python that runs the generator) cannot be either.
+PY_KEYWORDS = frozenset(
+    """False None True and as assert async await break class continue def del elif else except finally for
+    from global if import in is lambda nonlocal not or pass raise return try while with yield match case
+    type""".split()
+)
+# Keyword arguments every generated launcher function takes after the
+# launcher's own parameters.
+PY_LAUNCH_KEYWORDS = ("stream", "module", "variant", "check_only")
+# Names the generated module itself defines beside its launcher functions.
+PY_MODULE_NAMES = frozenset("FAMILY SPEC SPEC_HASH VARIANTS LAUNCHERS Module load load_record".split())
 
 
 # ---- CUDA limits and defaults -------------------------------------------------------

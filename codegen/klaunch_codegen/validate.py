@@ -40,10 +40,14 @@ from .schema import (
     PREPROCESSOR_WORDS,
     PROGRAM_ENTRY,
     LAUNCHER_KEYS,
+    LAYOUTS,
     MAX_SPEC_BYTES,
     PARAM_KEYS,
     POINTER_ELEMENTS,
     PRE_KEYS,
+    PY_KEYWORDS,
+    PY_LAUNCH_KEYWORDS,
+    PY_MODULE_NAMES,
     REQUIRED_HINTS,
     RESERVED,
     SCALAR_TYPES,
@@ -145,6 +149,23 @@ def name_problem(name, what):
         problem = header_name_problem(name, role)
         if problem:
             return ("%s %s" % (what, problem[0]), problem[1])
+    if role in ("param", "launcher"):
+        return python_name_problem(name, what, role)
+    return None
+
+
+def python_name_problem(name, what, role):
+    """Launcher and parameter names are also the names of the generated
+    Python module's functions and of their arguments."""
+    if name in PY_KEYWORDS:
+        return ("%s '%s' is a Python keyword" % (what, name),
+                "the Python launchers (klaunch_<family>.py) use it as a name too; rename it, e.g. '%s_'" % name)
+    if role == "param" and name in PY_LAUNCH_KEYWORDS:
+        return ("%s '%s' is reserved" % (what, name),
+                "every Python launcher takes %s as keyword arguments of its own; rename it" % ", ".join(PY_LAUNCH_KEYWORDS))
+    if role == "launcher" and name in PY_MODULE_NAMES:
+        return ("%s '%s' is reserved" % (what, name),
+                "the Python module klaunch_<family> defines %s itself; rename it" % ", ".join(sorted(PY_MODULE_NAMES)))
     return None
 
 
@@ -551,6 +572,7 @@ class _Validator(LaunchChecks):
                 self.err(node_pos(vnode), "the type of parameter '%s' must be text, got %s" % (knode.value, kind_of(vnode)), "write name: type, e.g. n: u32")
             type_node, launch_only, doc, pos = vnode, False, "", node_pos(knode)
             tmap_node = None
+            layout_node = None
         else:
             where = "in a parameter of %s" % label
             f = self.fields(node, where, PARAM_KEYS, ("name", "type"))
@@ -567,6 +589,7 @@ class _Validator(LaunchChecks):
             doc = self.doc(f)
             pos = node_pos(f["name"][1]) if "name" in f else node_pos(node)
             tmap_node = f["tensor_map"] if "tensor_map" in f else None
+            layout_node = f["layout"][1] if "layout" in f else None
         ptype = None
         if type_text is not None:
             ptype, problem = parse_type(type_text)
@@ -590,9 +613,27 @@ class _Validator(LaunchChecks):
             self.err(pos, "launch-only parameter '%s' is a tensor map" % name, "a tensor map goes to the kernel; drop launch_only")
         if launch_only and ptype is not None and ptype.is_pointer:
             self.err(pos, "launch-only parameter '%s' is a pointer (%s)" % (name, ptype.spec), "only integer parameters can size a launch; a device pointer goes to the kernel")
+        layout = self.layout(layout_node, name, ptype) if layout_node is not None else None
         # Kept even when its type is bad, so expressions naming it do not
         # add an 'unknown name' to the report.
-        return Param(name, ptype, launch_only, doc, pos)
+        return Param(name, ptype, launch_only, doc, pos, layout)
+
+    def layout(self, node, name, ptype):
+        """The `layout` of pointer parameter `name`, or None after reporting."""
+        text = self.text(node, "layout of parameter '%s'" % name)
+        if text is None:
+            return None
+        if ptype is not None and not ptype.is_pointer:
+            self.err(node_pos(node), "parameter '%s' is a %s; layout applies to pointer parameters" % (name, ptype.spec),
+                     "drop layout: the Python launchers check the strides of tensors only")
+            return None
+        if text not in LAYOUTS:
+            guess = ex.did_you_mean(text, LAYOUTS)
+            self.err(node_pos(node), "unknown layout '%s' of parameter '%s' (expected %s)" % (text, name, ", ".join(LAYOUTS)),
+                     ("did you mean '%s'?" % guess) if guess else
+                     "contiguous: dense row-major (the default); rows: every dimension but the first dense; any: unchecked")
+            return None
+        return text
 
     def tensor_map(self, node, pname):
         """The TensorMap of a `tensor_map:` mapping (its box still

@@ -19,7 +19,8 @@ class FreshnessTest(unittest.TestCase):
 
     def test_generated_files_match_the_specs(self):
         rc, out, err = support.run_codegen(
-            ["--check", "--include-dir", "generated", "--docs", "docs/LAUNCHERS.md"] + self.specs(), cwd=support.ROOT
+            ["--check", "--include-dir", "generated", "--python-dir", "generated/python", "--docs", "docs/LAUNCHERS.md"]
+            + self.specs(), cwd=support.ROOT
         )
         self.assertEqual(rc, 0, "generated/ or docs/LAUNCHERS.md is stale:\n" + err)
         self.assertEqual(err, "")
@@ -29,6 +30,9 @@ class FreshnessTest(unittest.TestCase):
         expected = sorted("%s.%s" % (f, ext) for f in families for ext in ("h", "cuh"))
         present = sorted(os.listdir(os.path.join(support.ROOT, "generated", "klaunch")))
         self.assertEqual(present, expected, "generated/klaunch/ holds files no spec makes (or misses some)")
+        expected = sorted("klaunch_%s.%s" % (f, ext) for f in families for ext in ("py", "c"))
+        present = sorted(os.listdir(os.path.join(support.ROOT, "generated", "python")))
+        self.assertEqual(present, expected, "generated/python/ holds files no spec makes (or misses some)")
 
 
 if __name__ == "__main__":
