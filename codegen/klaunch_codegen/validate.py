@@ -149,8 +149,6 @@ def name_problem(name, what):
         problem = header_name_problem(name, role)
         if problem:
             return ("%s %s" % (what, problem[0]), problem[1])
-    if role in ("param", "launcher"):
-        return python_name_problem(name, what, role)
     return None
 
 
@@ -271,6 +269,12 @@ class _Validator(LaunchChecks):
             if refused is not None and _IDENT.match(name):
                 refused.add(name)
             return None
+        role = _ROLE.get(what)
+        problem = python_name_problem(name, what, role) if role in ("param", "launcher") else None
+        if problem:
+            # Reported, and kept: the C side can take the name, so nothing
+            # that reads it should report it again as unknown.
+            self.err(node_pos(node), *problem)
         return name
 
     def doc(self, fields):

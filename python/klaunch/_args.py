@@ -311,10 +311,10 @@ class PointerArg:
         elem = self.element
         if elem != "void" and t.element != elem:
             hint = ""
-            if t.source == "__cuda_array_interface__" and not ELEMENTS[elem][2]:
-                hint = ": __cuda_array_interface__ has no %s type; pass it through DLPack or as a torch tensor" % elem
-            elif elem == "fp8_e4m3" and t.element == "u8":
+            if elem == "fp8_e4m3" and t.element == "u8":
                 hint = ": view the bytes as torch.float8_e4m3fn (t.view(torch.float8_e4m3fn))"
+            elif t.source == "__cuda_array_interface__" and not ELEMENTS[elem][2]:
+                hint = ": __cuda_array_interface__ has no %s type; pass it through DLPack or as a torch tensor" % elem
             raise self.site.fail(E.DtypeError, "(%s) %s; the kernel reads %s%s"
                                  % (self.spec_type, t.dtype_text, element_text(elem), hint))
         if self.layout != "any":

@@ -2,8 +2,9 @@
 
 Each case's spec, run through the generator (from inside the case folder,
 so the spec path reads <family>.yaml), must produce exactly
-expected/klaunch/<family>.h, expected/klaunch/<family>.cuh and
-expected/LAUNCHERS.md. A change to the output shows up here as a diff to
+expected/klaunch/<family>.h, expected/klaunch/<family>.cuh,
+expected/python/klaunch_<family>.py and .c (the Python launchers and their
+library's source) and expected/LAUNCHERS.md. A change to the output shows up here as a diff to
 review; the expected files are regenerated only deliberately, by
 `python3 tests/codegen/test_golden.py --update` after reading the diff.
 """
@@ -23,7 +24,8 @@ def generate(case, out):
     case_dir = os.path.join(support.GOLDEN, case)
     spec = support.case_spec(case_dir)
     rc, _, err = support.run_codegen(
-        ["--include-dir", out, "--docs", os.path.join(out, "LAUNCHERS.md"), spec], cwd=case_dir
+        ["--include-dir", out, "--python-dir", os.path.join(out, "python"), "--docs", os.path.join(out, "LAUNCHERS.md"),
+         spec], cwd=case_dir
     )
     return rc, err
 

@@ -1,0 +1,438 @@
+"""The Python launchers over klaunch's recording backend: what a launch
+records, and every refusal a launch can meet without a GPU, each with its
+class and message (the C launcher's own for the C checks).
+
+    ./bazelw test //tests/python:record_test
+"""
+
+import struct
+import unittest
+
+import python_test_support as S
+from python_test_support import CudaArray, DLPackArray, klaunch, tensor
+
+pd = S.klaunch_paged_decode
+mla = S.klaunch_mla_prefill
+
+Q, K, V, OUT, TABLES, LENS = (0x7f0000001000 + 0x10000 * i for i in range(6))
+
+
+def decode_args(**over):
+    """paged_decode_attn_bf16's arguments: 3 sequences, 32 query and 8 KV
+    heads of 128, 16-position blocks."""
+    a = dict(q=tensor("bf16", Q), k_cache=tensor("bf16", K), v_cache=tensor("bf16", V), output=tensor("bf16", OUT),
+             block_tables=tensor("i32", TABLES), seq_lens=tensor("i32", LENS), max_blocks_per_seq=4, num_seqs=3,
+             num_q_heads=32, num_kv_heads=8, head_dim=128, block_size=16, inv_sqrt_d=0.088, q_stride=32 * 128,
+             sliding_window=0)
+    a.update(over)
+    return a
+
+
+def launch(mod, fn=None, **over):
+    (fn or pd.paged_decode_attn_bf16)(**decode_args(**over), module=mod)
+
+
+class Records(unittest.TestCase):
+    def setUp(self):
+        self.mod = pd.load_record("gqa8_d128")
+
+    def test_a_launch_records_grid_block_stream_and_the_packed_arguments(self):
+        launch(self.mod, stream=0x5000)
+        (r,) = self.mod.records()
+        self.assertEqual(r.launcher, "paged_decode_attn_bf16")
+        self.assertEqual(r.entry, "paged_decode_attn_bf16")
+        self.assertEqual(r.grid, (32, 3, 1))  # (num_q_heads, num_seqs)
+        self.assertEqual(r.block, (256, 1, 1))
+        self.assertEqual(r.shared_bytes, 0)
+        self.assertEqual(r.stream, 0x5000)
+        want = struct.pack("<6Q", Q, K, V, OUT, TABLES, LENS) + struct.pack(
+            "<5IfII", 4, 32, 8, 128, 16, struct.unpack("<f", struct.pack("<f", 0.088))[0], 32 * 128, 0)
+        self.assertEqual(r.args, want)
+
+    def test_the_layout_it_packs_by_is_the_c_launchers(self):
+        params = pd._F.kernel_params("paged_decode_attn_bf16")
+        self.assertEqual([p[0] for p in params], ["q", "k_cache", "v_cache", "output", "block_tables", "seq_lens",
+                                                  "max_blocks_per_seq", "num_q_heads", "num_kv_heads", "head_dim",
+                                                  "block_size", "inv_sqrt_d", "q_stride", "sliding_window"])
+        self.assertEqual([p[2] for p in params], [0, 8, 16, 24, 32, 40, 48, 52, 56, 60, 64, 68, 72, 76])
+
+    def test_check_only_launches_nothing(self):
+        pd.paged_decode_attn_bf16(**decode_args(), module=self.mod, check_only=True)
+        self.assertEqual(self.mod.records(), [])
+
+    def test_a_module_launches_its_launchers_as_methods(self):
+        self.mod.paged_decode_attn_bf16(*decode_args().values(), stream=7)
+        self.assertEqual(self.mod.records()[0].stream, 7)
+        with self.assertRaises(AttributeError):
+            self.mod.no_such_launcher
+        with self.assertRaises(klaunch.ArgumentTypeError):
+            self.mod.paged_decode_attn_bf16(1, 2)
+
+    def test_an_empty_grid_launches_nothing_and_succeeds(self):
+        launch(self.mod, num_seqs=0)
+        self.assertEqual(self.mod.records(), [])
+
+    def test_bool_and_u64_parameters_pack_as_the_kernel_reads_them(self):
+        mod = mla.load_record("deepseek_v4_flash")
+        args = [tensor("bf16", 0x10000 * (i + 1)) for i in range(4)] + [100, 2, 4, 1, 576, 0.04, True]
+        mla.mla_prefill_attention_320(*args, module=mod)
+        (r,) = mod.records()
+        self.assertEqual(r.args[-4:], struct.pack("<I", 1))  # bool: a u32 1
+        self.assertEqual(r.grid, (4, 7, 2))  # (num_q_heads, ceil_div(100, 16), batch)
+        fp8 = pd.load_record("gqa4_d128")
+        pd.paged_decode_attn_fp8(tensor("bf16", Q), tensor("fp8_e4m3", K), tensor("fp8_e4m3", V), tensor("bf16", OUT),
+                                 tensor("i32", TABLES), tensor("i32", LENS), 4, 3, 32, 8, 128, 16, 0.088, 0.5, 2.0,
+                                 4096, 2**40, 0, module=fp8)
+        (r,) = fp8.records()
+        params = dict((p[0], p) for p in pd._F.kernel_params("paged_decode_attn_fp8"))
+        off = params["cache_stride"][2]
+        self.assertEqual(r.args[off:off + 8], struct.pack("<Q", 2**40))
+
+    def test_streams_from_objects_and_handles(self):
+        class TorchLikeStream:
+            cuda_stream = 0x1234
+
+        class ProtocolStream:
+            def __cuda_stream__(self):
+                return (0, 0x4321)
+
+        for stream, handle in ((TorchLikeStream(), 0x1234), (ProtocolStream(), 0x4321), (0, 0), (2**64 - 1, 2**64 - 1)):
+            self.mod.clear_records()
+            launch(self.mod, stream=stream)
+            self.assertEqual(self.mod.records()[0].stream, handle)
+
+    def test_dlpack_exports_are_asked_for_the_launch_stream(self):
+        q = tensor("bf16", Q, kind="dlpack")
+        launch(self.mod, q=q, stream=0x77)
+        launch(self.mod, q=q, stream=0)  # the legacy default stream is 1 in DLPack
+        self.assertEqual(q.streams, [0x77, 1])
+
+    def test_legacy_dlpack_and_byte_offsets(self):
+        q = DLPackArray(Q, (64,), 4, 16, versioned=False, byte_offset=256)
+        launch(self.mod, q=q)
+        self.assertEqual(self.mod.records()[0].args[:8], struct.pack("<Q", Q + 256))
+
+
+class VariantChoice(unittest.TestCase):
+    """Launches without module=: the device's registered module of the
+    variant whose constants fit."""
+
+    def setUp(self):
+        for (device, variant), m in pd._F.modules().items():
+            m.close()
+        self.gqa4 = pd.load_record("gqa4_d128", register=True)
+        self.gqa8 = pd.load_record("gqa8_d128", register=True)
+
+    def tearDown(self):
+        self.gqa4.close()
+        self.gqa8.close()
+
+    def test_the_variant_whose_constants_fit_launches(self):
+        pd.paged_decode_attn_bf16_gqa(**decode_args(num_q_heads=16, num_kv_heads=4))
+        pd.paged_decode_attn_bf16_gqa(**decode_args(num_q_heads=64, num_kv_heads=8, q_stride=64 * 128))
+        self.assertEqual([r.grid for r in self.gqa4.records()], [(4, 3, 1)])
+        self.assertEqual([r.grid for r in self.gqa8.records()], [(8, 3, 1)])
+
+    def test_variant_names_one(self):
+        pd.paged_decode_attn_bf16(**decode_args(), variant="gqa4_d128")
+        self.assertEqual(len(self.gqa4.records()), 1)
+        with self.assertRaises(klaunch.VariantMismatchError) as e:
+            pd.paged_decode_attn_bf16(**decode_args(), variant="gqa2")
+        self.assertIn("paged_decode has no variant 'gqa2' (it has gqa4_d128, gqa8_d128)", str(e.exception))
+
+    def test_none_fits_the_c_launcher_refuses_in_the_first_registered(self):
+        with self.assertRaises(klaunch.VariantMismatchError) as e:
+            pd.paged_decode_attn_bf16_gqa(**decode_args(num_q_heads=16, num_kv_heads=8))
+        self.assertTrue(str(e.exception).startswith(
+            "KL_ERROR_VARIANT_MISMATCH: kl_paged_decode_attn_bf16_gqa: precondition `num_q_heads == num_kv_heads * "
+            "DECODE_GQA_PACK_WIDTH` does not hold (num_q_heads = 16, num_kv_heads = 8, DECODE_GQA_PACK_WIDTH = 4)"),
+            str(e.exception))
+
+    def test_a_launcher_without_constants_takes_a_loaded_variant(self):
+        pd.paged_decode_attn_bf16(**decode_args())
+        self.assertEqual(len(self.gqa4.records()) + len(self.gqa8.records()), 1)
+
+    def test_the_device_of_the_tensors_picks_the_module(self):
+        other = pd.load_record("gqa4_d128", device=1, register=True)
+        try:
+            args = decode_args(num_q_heads=16, num_kv_heads=4)
+            for name in ("q", "k_cache", "v_cache", "output", "block_tables", "seq_lens"):
+                args[name] = tensor("i32" if name in ("block_tables", "seq_lens") else "bf16", 0x1000, device=1)
+            pd.paged_decode_attn_bf16_gqa(**args)
+            self.assertEqual(len(other.records()), 1)
+            self.assertEqual(self.gqa4.records(), [])
+        finally:
+            other.close()
+
+
+def refusal(test, cls, call, *args, **kwargs):
+    with test.assertRaises(cls) as e:
+        call(*args, **kwargs)
+    return str(e.exception)
+
+
+class PythonChecks(unittest.TestCase):
+    """What only Python can check: types, element types, devices, layouts,
+    writability, ranges. Messages name the launcher, the parameter and its
+    spec position."""
+
+    def setUp(self):
+        self.mod = pd.load_record("gqa8_d128")
+
+    def refused(self, cls, **over):
+        self.mod.clear_records()
+        msg = refusal(self, cls, launch, self.mod, **over)
+        self.assertEqual(self.mod.records(), [])
+        return msg
+
+    def test_none_for_a_pointer(self):
+        msg = self.refused(klaunch.NoneArgumentError, k_cache=None)
+        self.assertEqual(msg, "KL_ERROR_NULL_POINTER: kl_paged_decode_attn_bf16: parameter k_cache (const bf16*) is "
+                              "None; the kernel reads its memory [specs/paged_decode.yaml:32:9]")
+        self.assertIsInstance(klaunch.NoneArgumentError("x"), klaunch.NullPointerError)
+
+    def test_a_null_address_is_the_c_launchers_refusal(self):
+        msg = self.refused(klaunch.NullPointerError, output=tensor("bf16", 0))
+        self.assertEqual(msg, "KL_ERROR_NULL_POINTER: kl_paged_decode_attn_bf16: parameter output is NULL "
+                              "[specs/paged_decode.yaml:25]")
+
+    def test_element_types(self):
+        msg = self.refused(klaunch.DtypeError, q=CudaArray(Q, (64,), "<f4"))
+        self.assertEqual(msg, "KL_ERROR_INVALID_ARGUMENT: kl_paged_decode_attn_bf16: parameter q (const bf16*) has "
+                              "__cuda_array_interface__ typestr '<f4'; the kernel reads bf16 (torch.bfloat16): "
+                              "__cuda_array_interface__ has no bf16 type; pass it through DLPack or as a torch tensor "
+                              "[specs/paged_decode.yaml:31:16]")
+        msg = self.refused(klaunch.DtypeError, block_tables=DLPackArray(TABLES, (8,), 0, 64))
+        self.assertIn("parameter block_tables (const i32*) has DLPack dtype code 0, bits 64; the kernel reads i32 "
+                      "(torch.int32)", msg)
+        self.refused(klaunch.DtypeError, q=CudaArray(Q, (64,), "<f2"))  # f16 is not bf16
+        self.refused(klaunch.DtypeError, q=DLPackArray(Q, (64,), 4, 16, lanes=2))
+        msg = self.refused(klaunch.DtypeError, q=CudaArray(Q, (64,), "<V2"))
+        self.assertIn("__cuda_array_interface__ has no bf16 type; pass it through DLPack or as a torch tensor", msg)
+        fp8 = pd.load_record("gqa8_d128")
+        msg = refusal(self, klaunch.DtypeError, pd.paged_decode_attn_fp8, tensor("bf16", Q),
+                      CudaArray(K, (64,), "|u1"), tensor("fp8_e4m3", V), tensor("bf16", OUT), tensor("i32", TABLES),
+                      tensor("i32", LENS), 4, 3, 32, 8, 128, 16, 0.088, 1.0, 1.0, 4096, 16 * 8 * 128, 0, module=fp8)
+        self.assertIn("view the bytes as torch.float8_e4m3fn", msg)
+        self.assertTrue(issubclass(klaunch.DtypeError, TypeError))
+
+    def test_void_pointers_take_any_element_type(self):
+        # paged_decode's workspaces are typed; mla's and decode's have no
+        # void*: the rule is tested on the converter.
+        from klaunch import _args
+        site = _args.Site("kl_x", "w", "x.yaml:1:1")
+        p = _args.PointerArg(site, "void", False, "contiguous", "void*")
+        for t in (CudaArray(Q, (8,), "<f8"), DLPackArray(Q, (8,), 2, 64)):
+            p.check(_args.describe(t, site, 0))
+
+    def test_devices(self):
+        msg = self.refused(klaunch.DeviceError, v_cache=tensor("bf16", V, device=1))
+        self.assertIn("parameter v_cache is on cuda:1; the module is loaded on cuda:0", msg)
+        msg = self.refused(klaunch.DeviceError, v_cache=DLPackArray(V, (64,), 4, 16, device_type=1))
+        self.assertIn("parameter v_cache is in cpu memory; the kernel reads device memory", msg)
+        self.refused(klaunch.DeviceError, v_cache=DLPackArray(V, (64,), 4, 16, device_type=3))  # pinned host
+        launch(self.mod, v_cache=DLPackArray(V, (64,), 4, 16, device_type=13))  # managed memory is fine
+        # An array that does not say its device: on a recording module there
+        # is no driver to ask (on a GPU the driver is asked: gpu_test).
+        launch(self.mod, block_tables=CudaArray(TABLES, (8,), "<i4", device=None))
+        self.assertEqual(len(self.mod.records()), 2)
+
+    def test_tensors_of_one_launch_on_two_devices(self):
+        args = decode_args(q=tensor("bf16", Q, device=1))
+        msg = refusal(self, klaunch.DeviceError, pd.paged_decode_attn_bf16, **args)
+        self.assertIn("parameter k_cache is on cuda:0; q (the first tensor) is on cuda:1: every tensor of a launch "
+                      "is on one device", msg)
+
+    def test_a_stream_of_another_device(self):
+        class Dev:
+            index = 1
+
+        class Stream:
+            cuda_stream = 5
+            device = Dev()
+
+        msg = self.refused(klaunch.DeviceError, stream=Stream())
+        self.assertIn("the stream is on cuda:1; the launch is on cuda:0", msg)
+
+    def test_layouts(self):
+        # q is layout rows: any row stride, dense rows.
+        launch(self.mod, q=DLPackArray(Q, (3, 32, 128), 4, 16, strides=(5000, 128, 1)))
+        msg = self.refused(klaunch.LayoutError, q=DLPackArray(Q, (3, 32, 128), 4, 16, strides=(5000, 256, 1)))
+        self.assertIn("parameter q (const bf16*) has shape [3, 32, 128] and strides [5000, 256, 1] (elements): every "
+                      "dimension but the first must be dense (layout rows)", msg)
+        self.refused(klaunch.LayoutError, q=DLPackArray(Q, (3, 4096), 4, 16, strides=(100, 1)))  # overlapping rows
+        # k_cache is contiguous.
+        msg = self.refused(klaunch.LayoutError, k_cache=DLPackArray(K, (4, 16), 4, 16, strides=(32, 1)))
+        self.assertIn("not contiguous (layout contiguous): pass a contiguous tensor (.contiguous())", msg)
+        self.refused(klaunch.LayoutError, block_tables=CudaArray(TABLES, (3, 4), "<i4", strides=(4, 12)))
+        self.refused(klaunch.LayoutError, block_tables=CudaArray(TABLES, (4,), "<i4", strides=(6,)))  # not whole elements
+        # Size-1 dimensions and empty tensors have no stride to check.
+        launch(self.mod, block_tables=CudaArray(TABLES, (3, 1, 4), "<i4", strides=(16, 996, 4)))
+        launch(self.mod, block_tables=CudaArray(TABLES, (0, 4), "<i4", strides=(4, 40)))
+
+    def test_read_only_tensors(self):
+        msg = self.refused(klaunch.ReadOnlyError, output=DLPackArray(OUT, (64,), 4, 16, flags=1))
+        self.assertIn("parameter output (bf16*) is read-only (from DLPack); the kernel writes through it", msg)
+        args = dict(decode_args(), workspace=CudaArray(K, (64,), "<f4", readonly=True), num_splits=1,
+                    workspace_bytes=10**9)
+        del args["output"]
+        msg = refusal(self, klaunch.ReadOnlyError, pd.paged_decode_split_bf16, **args, module=self.mod)
+        self.assertIn("parameter workspace (f32*) is read-only (from __cuda_array_interface__)", msg)
+        launch(self.mod, block_tables=CudaArray(TABLES, (8,), "<i4", readonly=True))  # const: reading is fine
+
+    def test_objects_that_are_not_tensors(self):
+        for bad, text in (([1, 2], "must be a device tensor (torch.Tensor, or an object with __cuda_array_interface__ "
+                                   "or __dlpack__), got list"),
+                          (Q, "must be a device tensor"),
+                          (CudaArray(Q, (4,), "<i4", mask=object()), "has a masked __cuda_array_interface__"),
+                          (DLPackArray(Q, (64,), 4, 16, flags=2), "was copied by its producer for DLPack"),
+                          (DLPackArray(Q, (64,), 4, 16, major=2), "is a DLPack 2.0 tensor; klaunch reads DLPack 1.x")):
+            msg = self.refused(klaunch.ArgumentTypeError, q=bad)
+            self.assertIn(text, msg)
+
+        class Broken:
+            __cuda_array_interface__ = {"shape": (4,)}
+
+        self.assertIn("malformed __cuda_array_interface__", self.refused(klaunch.ArgumentTypeError, q=Broken()))
+
+    def test_integer_scalars(self):
+        for bad in ("4", 4.0, None, True, [4], tensor("i32", 8)):
+            msg = self.refused(klaunch.ArgumentTypeError, max_blocks_per_seq=bad)
+            self.assertIn("parameter max_blocks_per_seq (u32) must be an int", msg)
+        for bad in (-1, 2**32):
+            msg = self.refused(klaunch.OverflowError, num_seqs=bad)
+            self.assertIn("parameter num_seqs = %d does not fit u32 (0..4294967295) [specs/paged_decode.yaml:38:16]" % bad,
+                          msg)
+        self.assertTrue(issubclass(klaunch.OverflowError, OverflowError))
+
+        class Index:
+            def __index__(self):
+                return 3
+
+        launch(self.mod, num_seqs=Index())
+        self.assertEqual(self.mod.records()[-1].grid, (32, 3, 1))
+
+    def test_float_scalars(self):
+        launch(self.mod, inv_sqrt_d=1)
+        launch(self.mod, inv_sqrt_d=float("nan"))
+        launch(self.mod, inv_sqrt_d=3.4028235e38)
+        for bad in (1e39, -1e300, 10**400):
+            self.assertIn("does not fit f32", self.refused(klaunch.OverflowError, inv_sqrt_d=bad))
+        for bad in ("0.5", None, True, 1j):
+            self.assertIn("parameter inv_sqrt_d (f32) must be a float", self.refused(klaunch.ArgumentTypeError,
+                                                                                      inv_sqrt_d=bad))
+
+    def test_bool_scalars(self):
+        mod = mla.load_record("deepseek_v4_flash")
+        args = [tensor("bf16", 0x10000 * (i + 1)) for i in range(4)] + [100, 2, 4, 1, 576, 0.04]
+        for ok in (True, False, 0, 1):
+            mla.mla_prefill_attention_320(*args, ok, module=mod)
+        for bad in (2, "yes", None, 1.0):
+            msg = refusal(self, klaunch.ArgumentTypeError, mla.mla_prefill_attention_320, *args, bad, module=mod)
+            self.assertIn("parameter causal (bool) must be True or False", msg)
+
+    def test_signed_scalars(self):
+        from klaunch import _args
+        convert = _args.scalar_converter("i32", _args.Site("kl_x", "n", "x.yaml:1:1"))
+        self.assertEqual(convert(-2**31), -2**31)
+        with self.assertRaises(klaunch.OverflowError):
+            convert(2**31)
+
+    def test_bad_streams(self):
+        for bad in ("0", -1, 2**64, True, 1.5, object()):
+            msg = self.refused(klaunch.ArgumentTypeError, stream=bad)
+            self.assertTrue(msg.startswith("KL_ERROR_INVALID_ARGUMENT: kl_paged_decode_attn_bf16: stream"), msg)
+
+    def test_modules_of_another_family_or_variant(self):
+        other = mla.load_record("deepseek_v4_flash")
+        msg = refusal(self, klaunch.ArgumentTypeError, pd.paged_decode_attn_bf16, **decode_args(), module=other)
+        self.assertIn("module must be a Module of paged_decode (from klaunch_paged_decode.load()), got a Module of "
+                      "mla_prefill", msg)
+        msg = refusal(self, klaunch.VariantMismatchError, pd.paged_decode_attn_bf16, **decode_args(), module=self.mod,
+                      variant="gqa4_d128")
+        self.assertIn("variant='gqa4_d128', but the module is variant gqa8_d128", msg)
+
+
+class CChecks(unittest.TestCase):
+    """Refusals of the C launchers and of kl_X_get, raised as their status's
+    class with kl_last_error_message()."""
+
+    def test_precondition(self):
+        mod = pd.load_record("gqa8_d128")
+        msg = refusal(self, klaunch.PreconditionError, launch, mod, num_q_heads=30)
+        self.assertEqual(msg, "KL_ERROR_PRECONDITION: kl_paged_decode_attn_bf16: precondition `num_kv_heads >= 1 and "
+                              "num_q_heads % num_kv_heads == 0` does not hold (num_kv_heads = 8, num_q_heads = 30): "
+                              "query heads are shared evenly by the KV heads [specs/paged_decode.yaml:52:16]")
+
+    def test_variant_mismatch(self):
+        mod = pd.load_record("gqa4_d128")
+        msg = refusal(self, klaunch.VariantMismatchError, launch, mod, fn=pd.paged_decode_attn_bf16_gqa, num_q_heads=64,
+                      q_stride=64 * 128)
+        self.assertIn("(num_q_heads = 64, num_kv_heads = 8, DECODE_GQA_PACK_WIDTH = 4): the kernel packs", msg)
+
+    def test_grid_block_overflow_and_shared_memory_limits(self):
+        mod = pd.load_record("gqa8_d128")
+        msg = refusal(self, klaunch.GridLimitError, launch, mod, num_seqs=65536)
+        self.assertIn("grid.y = num_seqs = 65536 exceeds 65535", msg)
+        m = mla.load_record("deepseek_v4_flash")
+        b = [tensor("bf16", 0x10000 * (i + 1)) for i in range(4)]
+        msg = refusal(self, klaunch.BlockLimitError, mla.mla_cache_assemble_batched, *b, 4, 1024, 64, 1088, module=m)
+        self.assertIn("KL_ERROR_BLOCK_LIMIT: kl_mla_cache_assemble_batched: block.x = max(mla_cache_dim, 256) = 1088 "
+                      "exceeds 1024", msg)
+        big = 2**32 - 1
+        msg = refusal(self, klaunch.OverflowError, pd.paged_decode_attn_fp8, tensor("bf16", Q), tensor("fp8_e4m3", K),
+                      tensor("fp8_e4m3", V), tensor("bf16", OUT), tensor("i32", TABLES), tensor("i32", LENS), 4, 3, 0,
+                      big, big, big, 0.1, 1.0, 1.0, 4096, 2**64 - 1, 0, module=mod)
+        self.assertIn("KL_ERROR_OVERFLOW: kl_paged_decode_attn_fp8: precondition = cache_stride >= block_size * "
+                      "num_kv_heads * head_dim overflows 64 bits (cache_stride = 18446744073709551615", msg)
+        small = mla.load_record("deepseek_v4_flash", max_dynamic_shared=1024)
+        msg = refusal(self, klaunch.SharedMemoryLimitError, mla.grouped_gemm_mma, b[0], b[1], b[2], 256, 2, 128, 128,
+                      256, 256, module=small)
+        self.assertIn("KL_ERROR_SHARED_MEMORY_LIMIT: kl_grouped_gemm_mma: shared_bytes = 65536 = 65536 exceeds 1024", msg)
+
+    def test_kernel_lookups_that_fail(self):
+        mod = pd.load_record("gqa8_d128", missing_entry="paged_decode_attn_bf16")
+        self.assertIsInstance(mod.kernel_status("paged_decode_attn_bf16"), klaunch.KernelNotFoundError)
+        self.assertIsNone(mod.kernel_status("paged_decode_attn_fp8"))
+        msg = refusal(self, klaunch.KernelNotFoundError, launch, mod)
+        self.assertIn("kl_paged_decode_attn_bf16_get: the module has no kernel 'paged_decode_attn_bf16'", msg)
+        wgmma = mla.load_record("deepseek_v4_flash")
+        self.assertIsInstance(wgmma.kernel_status("mla_absorbed_attention_wgmma"), klaunch.UnsupportedError)
+
+    def test_launch_failure_capacity_and_unloaded_modules(self):
+        mod = pd.load_record("gqa8_d128", launch_status="KL_ERROR_LAUNCH_FAILED")
+        refusal(self, klaunch.LaunchFailedError, launch, mod)
+        mod = pd.load_record("gqa8_d128", capacity=1)
+        launch(mod)
+        msg = refusal(self, klaunch.CapacityError, launch, mod)
+        self.assertIn("the record backend is full (1 of 1 records)", msg)
+        mod = pd.load_record("gqa8_d128")
+        mod.close()
+        msg = refusal(self, klaunch.KernelNotLoadedError, launch, mod)
+        self.assertIn("module was unloaded", msg)
+
+    def test_module_metadata_that_is_refused(self):
+        info = "klaunch-module 1\nfamily %s\nvariant gqa8_d128\nspec_hash %s\nconst DECODE_GQA_PACK_WIDTH 8\n" \
+               "const DECODE_GQA_PACK_HEAD_DIM 128\n"
+        other = info % ("mla_prefill", pd.SPEC_HASH)
+        mod = pd.load_record(image=other)
+        self.assertIsInstance(mod.kernel_status("paged_decode_attn_bf16"), klaunch.FamilyMismatchError)
+        stale = info % ("paged_decode", "sha256:" + "0" * 64)
+        self.assertIsInstance(pd.load_record(image=stale).kernel_status("paged_decode_attn_bf16"),
+                              klaunch.StaleFatbinError)
+        with self.assertRaises(klaunch.ModuleInfoError):
+            pd.load_record(image="not klaunch metadata\n")
+        with self.assertRaises(klaunch.InvalidImageError):
+            pd.load_record(image=b"klaunch-module 1\n\0family x\n")
+
+    def test_no_driver(self):
+        try:
+            pd.load(0, "gqa8_d128")
+        except klaunch.NoDriverError as e:
+            self.assertIn("cannot load libcuda.so.1", str(e))
+        except klaunch.Error:
+            self.skipTest("a CUDA driver is here")
+
+
+if __name__ == "__main__":
+    S.main()
