@@ -210,6 +210,9 @@ def _satisfy(launcher, args, constants, rng):
             put("head_dim", constants["DECODE_GQA_PACK_HEAD_DIM"])
     if "num_q_heads" in a and "num_kv_heads" in a and rng.random() < 0.3:
         put("num_q_heads", a["num_kv_heads"] * rng.choice([1, 2, 4]))
+    if "kv_lora" in a and "num_kv_heads" in a:  # mla_fused_prefill: one latent KV head
+        put("num_kv_heads", 1)
+        put("kv_lora", rng.choice([256, 512]))
     if "MLA_HDIM" in constants and "head_dim" in a:
         put("head_dim", constants["MLA_HDIM"])
         put("kv_lora", constants["MLA_HDIM"] - 64)
