@@ -174,23 +174,36 @@ def _describe_torch(t):
 
 
 def _describe_cai(obj, cai, site):
+    def malformed(what):
+        return site.fail(E.ArgumentTypeError, "has a malformed __cuda_array_interface__: %s" % what)
+
     try:
-        shape = tuple(int(n) for n in cai["shape"])
+        shape = tuple(operator.index(n) for n in cai["shape"])
         typestr = cai["typestr"]
         address, readonly = cai["data"]
-        address = int(address) if address is not None else 0
-    except (KeyError, TypeError, ValueError) as e:
-        raise site.fail(E.ArgumentTypeError, "has a malformed __cuda_array_interface__ (%s: %s)" % (type(e).__name__, e))
+        version = operator.index(cai.get("version", 2))
+        strides = cai.get("strides")
+        if strides is not None:
+            strides = tuple(operator.index(s) for s in strides)
+    except KeyError as e:
+        raise malformed("no %s" % e)
+    except (TypeError, ValueError) as e:
+        raise malformed("%s: %s" % (type(e).__name__, e))
+    if address is None:
+        address = 0
+    if type(address) is not int or not 0 <= address < (1 << 64):
+        raise malformed("data[0] = %r is not an address" % (address,))
+    if any(n < 0 for n in shape):
+        raise malformed("shape %s has a negative extent" % (list(shape),))
     if cai.get("mask") is not None:
         raise site.fail(E.ArgumentTypeError, "has a masked __cuda_array_interface__; pass an unmasked array")
-    try:
-        itemsize = int(typestr[2:])
-    except (TypeError, ValueError):
-        raise site.fail(E.ArgumentTypeError, "has a malformed __cuda_array_interface__ typestr %r" % (typestr,))
-    strides = cai.get("strides")
+    if not isinstance(typestr, str) or len(typestr) < 3 or not typestr[2:].isdigit() or int(typestr[2:]) == 0:
+        raise malformed("typestr %r" % (typestr,))
+    itemsize = int(typestr[2:])
     if strides is not None:
-        strides = tuple(int(s) for s in strides)
-        if itemsize <= 0 or any(s % itemsize for s in strides):
+        if len(strides) != len(shape):
+            raise malformed("%d strides for %d dimensions" % (len(strides), len(shape)))
+        if any(s % itemsize for s in strides):
             raise site.fail(E.LayoutError, "has strides %s bytes, not whole elements of %d bytes" % (strides, itemsize))
         strides = tuple(s // itemsize for s in strides)
     elem = _BY_TYPESTR.get(typestr)
@@ -203,9 +216,9 @@ def _describe_cai(obj, cai, site):
             device_id = int(device_id)
         except Exception:  # a broken __dlpack_device__: the driver says where it is
             device_type, device_id = None, None
-    stream = cai.get("stream") if cai.get("version", 2) >= 3 else None
-    return Tensor(address, elem, "has __cuda_array_interface__ typestr %r" % typestr, device_type, device_id, shape, strides, bool(readonly),
-                  "__cuda_array_interface__", stream)
+    stream = cai.get("stream") if version >= 3 else None
+    return Tensor(address, elem, "has __cuda_array_interface__ typestr %r" % typestr, device_type, device_id, shape,
+                  strides, bool(readonly), "__cuda_array_interface__", stream)
 
 
 def _describe_dlpack(obj, site, stream):
@@ -235,8 +248,13 @@ def _describe_dlpack(obj, site, stream):
         raise site.fail(E.ArgumentTypeError, "was copied by its producer for DLPack (DLPACK_FLAG_BITMASK_IS_COPIED): "
                         "the copy is freed when the export is; pass the array itself")
     ndim = t.ndim
+    if not 0 <= ndim <= 64 or (ndim and not t.shape):
+        raise site.fail(E.ArgumentTypeError, "has a malformed DLPack tensor (ndim %d%s)" % (
+            ndim, ", no shape" if ndim > 0 and 0 <= ndim <= 64 else ""))
     shape = tuple(t.shape[i] for i in range(ndim))
     strides = tuple(t.strides[i] for i in range(ndim)) if t.strides else None
+    if any(n < 0 for n in shape):
+        raise site.fail(E.ArgumentTypeError, "has a malformed DLPack tensor: shape %s" % (list(shape),))
     code, bits, lanes = t.dtype.code, t.dtype.bits, t.dtype.lanes
     elem = _BY_DLPACK.get((code, bits)) if lanes == 1 else None
     text = "has DLPack dtype code %d, bits %d%s" % (code, bits, ", lanes %d" % lanes if lanes != 1 else "")
@@ -260,7 +278,11 @@ def describe(obj, site, stream):
         if not isinstance(cai, dict):
             raise site.fail(E.ArgumentTypeError, "has a __cuda_array_interface__ that is not a dict (%s)" % _type_name(cai))
         return _describe_cai(obj, cai, site)
-    if hasattr(obj, "__dlpack__"):
+    try:
+        dlpack = hasattr(obj, "__dlpack__")
+    except Exception:
+        dlpack = False
+    if dlpack:
         return _describe_dlpack(obj, site, stream)
     raise site.fail(E.ArgumentTypeError, "must be a device tensor (torch.Tensor, or an object with "
                     "__cuda_array_interface__ or __dlpack__), got %s" % _type_name(obj))
@@ -330,7 +352,10 @@ class PointerArg:
 
 
 def _tensorish(value):
-    return hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__") or is_torch_tensor(value)
+    try:
+        return hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__") or is_torch_tensor(value)
+    except Exception:  # an interface that raises: a tensor of some kind
+        return True
 
 
 class IntArg:
@@ -345,7 +370,11 @@ class IntArg:
                 raise self.site.fail(E.ArgumentTypeError, "(%s) must be an int, got %s%s" % (
                     self.kind, _type_name(value),
                     " (a tensor: int(t) would read it back to the host)" if _tensorish(value) else ""))
-            value = operator.index(value)
+            try:
+                value = operator.index(value)
+            except Exception as e:
+                raise self.site.fail(E.ArgumentTypeError, "(%s): int(%s) failed (%s: %s)" % (
+                    self.kind, _type_name(value), type(e).__name__, e))
         if not self.lo <= value <= self.hi:
             raise self.site.fail(E.BY_NAME["KL_ERROR_OVERFLOW"], "= %d does not fit %s (%d..%d)"
                                  % (value, self.kind, self.lo, self.hi))
@@ -371,6 +400,9 @@ class FloatArg:
                 value = float(value)
             except OverflowError:
                 raise self.site.fail(E.BY_NAME["KL_ERROR_OVERFLOW"], "= %r does not fit f32" % (value,))
+            except Exception as e:
+                raise self.site.fail(E.ArgumentTypeError, "(f32): float(%s) failed (%s: %s)" % (
+                    _type_name(value), type(e).__name__, e))
         if math.isfinite(value) and abs(value) > _F32_MAX:
             # Beyond what rounds to float's largest finite value.
             try:
@@ -423,6 +455,16 @@ def stream_handle(stream, function):
         if not 0 <= stream < (1 << 64):
             raise E.fail(E.ArgumentTypeError, function, "stream handle %d is not a 64-bit address" % stream)
         return stream, None
+    try:
+        return _stream_handle(stream, function)
+    except E.Error:
+        raise
+    except Exception as e:
+        raise E.fail(E.ArgumentTypeError, function, "stream %s cannot be read (%s: %s)" % (
+            _type_name(stream), type(e).__name__, e))
+
+
+def _stream_handle(stream, function):
     handle = getattr(stream, "cuda_stream", None)  # torch.cuda.Stream, ExternalStream
     if isinstance(handle, int):
         dev = getattr(stream, "device", None)

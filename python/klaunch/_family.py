@@ -419,6 +419,9 @@ class Family:
     def call(self, index, args, stream, module, variant, check_only):
         L = self.launchers[index]
         function = L.function
+        if variant is not None and not isinstance(variant, str):
+            raise E.fail(E.ArgumentTypeError, function, "variant must be a variant's name (%s), got %s" % (
+                ", ".join(self.variants), A._type_name(variant)))
         if module is not None:
             if not isinstance(module, Module) or module.family is not self:
                 raise E.fail(E.ArgumentTypeError, function, "module must be a Module of %s (from %s.load()), got %s" % (
