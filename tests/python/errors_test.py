@@ -1,0 +1,137 @@
+"""The Python side's tables agree with the C side's and the generator's:
+
+- one exception class per kl_status, made from KL_STATUS_LIST (klaunch.h),
+  with the names and descriptions each family's library reports;
+- every launcher of every spec (specs/*.yaml, read by the generator) has a
+  function in its family's module, with the spec's parameters in order;
+- the spec kinds the generator writes (emit.PY_C_PARAM), the runtime's
+  ctypes types and converters, and the pointer elements (schema) and their
+  framework types (_args.ELEMENTS) are the same sets.
+
+    ./bazelw test //tests/python:errors_test
+"""
+
+import ctypes
+import glob
+import inspect
+import os
+import unittest
+
+import python_test_support as S
+from python_test_support import klaunch
+
+from klaunch import _args, _errors, _family
+from klaunch_codegen import diag, emit, schema
+from klaunch_codegen import spec as specmod
+
+
+def runfile(*parts):
+    root = os.environ.get("TEST_SRCDIR")
+    return os.path.join(root, os.environ.get("TEST_WORKSPACE", "klaunch"), *parts)
+
+
+class Statuses(unittest.TestCase):
+    def test_one_class_per_status_of_the_list(self):
+        with open(runfile("include", "klaunch", "klaunch.h")) as f:
+            text = f.read()
+        names = [n for n, _ in _errors.parse_status_list(text)]
+        self.assertEqual(names[0], "KL_SUCCESS")
+        self.assertGreaterEqual(len(names), 27)
+        for code, name in enumerate(names[1:], 1):
+            cls = klaunch.error_class(name)
+            self.assertIs(klaunch.error_class(code), cls)
+            self.assertEqual((cls.status, cls.code), (name, code))
+            self.assertIs(getattr(klaunch, cls.__name__), cls)
+            self.assertTrue(issubclass(cls, klaunch.Error))
+        self.assertEqual(klaunch.PreconditionError.status, "KL_ERROR_PRECONDITION")
+        self.assertEqual(klaunch.FileIoError.status, "KL_ERROR_FILE_IO")
+        with self.assertRaises(KeyError):
+            klaunch.error_class("KL_ERROR_NO_SUCH_THING")
+
+    def test_the_libraries_have_the_same_statuses(self):
+        for family in S.FAMILIES:
+            lib = family._F.lib
+            lib.kl__py_status_string.restype = ctypes.c_char_p
+            lib.kl__py_status_string.argtypes = [ctypes.c_int]
+            self.assertEqual(lib.kl__py_status_count(), len(_errors.STATUSES))
+            for code, (name, description) in enumerate(_errors.STATUSES):
+                self.assertEqual(lib.kl__py_status_name(code).decode(), name)
+                self.assertEqual(lib.kl__py_status_string(code).decode(), description)
+
+    def test_builtin_bases_name_statuses_of_the_list(self):
+        for name, base in _errors.BUILTIN_BASES.items():
+            self.assertIn(name, _errors.BY_NAME)
+            self.assertTrue(issubclass(_errors.BY_NAME[name], base))
+
+    def test_the_python_checks_are_their_statuses(self):
+        for name in _errors.PYTHON_CHECKS:
+            cls = getattr(klaunch, name)
+            self.assertIn(cls.status, ("KL_ERROR_INVALID_ARGUMENT", "KL_ERROR_NULL_POINTER"))
+        self.assertTrue(issubclass(klaunch.DtypeError, klaunch.InvalidArgumentError))
+        self.assertTrue(issubclass(klaunch.NoneArgumentError, klaunch.NullPointerError))
+
+    def test_an_unknown_code_is_a_plain_error(self):
+        e = _errors.error(999, "KL_UNKNOWN_STATUS: something newer")
+        self.assertIs(type(e), klaunch.Error)
+        self.assertEqual(e.code, 999)
+
+
+class EveryLauncher(unittest.TestCase):
+    def test_every_launcher_of_every_spec_has_a_python_function(self):
+        specs = sorted(glob.glob(runfile("specs", "*.yaml")))
+        self.assertTrue(specs)
+        modules = {m.FAMILY: m for m in S.FAMILIES}
+        d = diag.Diagnostics()
+        cwd = os.getcwd()
+        os.chdir(runfile())
+        try:
+            loaded = [specmod.load_spec(os.path.relpath(p, runfile()), d) for p in specs]
+        finally:
+            os.chdir(cwd)
+        self.assertFalse(d.items, [str(x) for x in d.items])
+        for spec in loaded:
+            self.assertIn(spec.family, modules, "no Python module for family %s" % spec.family)
+            module = modules[spec.family]
+            self.assertEqual([l.name for l in module.LAUNCHERS], [l.name for l in spec.launchers])
+            for l in spec.launchers:
+                fn = getattr(module, l.name)
+                sig = inspect.signature(fn)
+                positional = [n for n, p in sig.parameters.items() if p.kind == p.POSITIONAL_OR_KEYWORD]
+                keywords = [n for n, p in sig.parameters.items() if p.kind == p.KEYWORD_ONLY]
+                self.assertEqual(positional, [p.name for p in l.params], l.name)
+                self.assertEqual(keywords, list(schema.PY_LAUNCH_KEYWORDS), l.name)
+                self.assertIn("kl_%s" % l.name, fn.__doc__)
+                for p, q in zip(l.params, module.LAUNCHERS[[x.name for x in module.LAUNCHERS].index(l.name)].params):
+                    self.assertEqual(p.layout, q.layout, "%s.%s" % (l.name, p.name))
+            self.assertEqual(module.SPEC_HASH, "sha256:" + spec.sha256)
+            self.assertEqual(module.VARIANTS, {v.name: dict(v.constants) for v in spec.variants})
+
+
+class Tables(unittest.TestCase):
+    def test_kinds_are_one_set_everywhere(self):
+        kinds = set(schema.SCALAR_TYPES) | {"ptr"}
+        self.assertEqual(set(emit.PY_C_PARAM), kinds)
+        self.assertEqual(set(_family.CTYPES), kinds)
+        self.assertEqual(set(_args.CONVERTERS), kinds)
+
+    def test_every_pointer_element_has_its_framework_types(self):
+        self.assertEqual(set(_args.ELEMENTS), set(schema.POINTER_ELEMENTS))
+        for elem, e in _args.ELEMENTS.items():
+            if e is None:
+                continue
+            torch_name, (code, bits), typestrs, size = e
+            self.assertEqual(bits, 8 * size, elem)
+            for t in typestrs:
+                self.assertEqual(int(t[2:]), size, elem)
+
+    def test_layouts_are_the_schemas(self):
+        self.assertEqual(set(schema.LAYOUTS), {"contiguous", "rows", "any"})
+        from klaunch._args import layout_problem, Tensor
+        t = Tensor(0, "f32", "", "cuda", 0, (2, 3), (5, 1), False, "test")
+        self.assertIsNone(layout_problem(t, "rows"))
+        self.assertIsNotNone(layout_problem(t, "contiguous"))
+        self.assertIsNone(layout_problem(t, "any"))
+
+
+if __name__ == "__main__":
+    S.main()
