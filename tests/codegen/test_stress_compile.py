@@ -5,6 +5,9 @@ the golden cases' and the project's specs in one run, compile:
 - every C header in one translation unit, as C99 and as C++17 with -Wall
   -Wextra -Werror -pedantic, with KLAUNCH_IMPLEMENTATION (so the runtime's
   system headers are there too), and through nvcc;
+- every family's Python launchers: each library source (klaunch_<family>.c)
+  as C99 with -Wall -Wextra -Werror -pedantic and as C++17, and each module
+  (klaunch_<family>.py) compiled by Python;
 - each stress family's kernel-side header through nvcc for each variant,
   with kernel definitions made from the spec: once with the default
   extern "C" declarations, once with the signature checks run after the
@@ -74,7 +77,8 @@ class StressCompileTest(unittest.TestCase):
                 continue  # two golden cases share a family? keep the first
             shutil.copy(p, os.path.join(src, name))
             names.append(name)
-        rc, _, err = support.run_codegen(["--include-dir", cls.inc] + names, cwd=src)
+        cls.py = os.path.join(cls.tmp, "python")
+        rc, _, err = support.run_codegen(["--include-dir", cls.inc, "--python-dir", cls.py] + names, cwd=src)
         cls.generated = (rc, err)
         cls.families = [n[:-5] for n in names]
         cls.stress = [load(p) for p in STRESS_SPECS]
@@ -101,6 +105,24 @@ class StressCompileTest(unittest.TestCase):
         for compiler, flags in ((GCC, ["-std=c99", "-x", "c"]), (GXX, ["-std=c++17", "-x", "c++"])):
             r = run([compiler] + flags + STRICT + ["-I", support.INCLUDE, "-I", self.inc, "-c", src, "-o", os.path.join(self.tmp, "all.o")])
             self.assertEqual(r.returncode, 0, r.stdout[-4000:])
+
+    @unittest.skipUnless(GCC and GXX, "gcc/g++ are not installed")
+    def test_every_python_library_source_c99_and_cxx17(self):
+        for fam in self.families:
+            src = os.path.join(self.py, "klaunch_%s.c" % fam)
+            for compiler, flags in ((GCC, ["-std=c99", "-x", "c"]), (GXX, ["-std=c++17", "-x", "c++"])):
+                with self.subTest(family=fam, compiler=compiler):
+                    r = run([compiler] + flags + STRICT + ["-fPIC", "-fvisibility=hidden", "-I", support.INCLUDE, "-I",
+                             self.inc, "-c", src, "-o", os.path.join(self.tmp, "py.o")])
+                    self.assertEqual(r.returncode, 0, r.stdout[-4000:])
+
+    def test_every_python_module_compiles(self):
+        for fam in self.families:
+            path = os.path.join(self.py, "klaunch_%s.py" % fam)
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+            with self.subTest(family=fam):
+                compile(text, path, "exec")
 
     @unittest.skipUnless(NVCC, "nvcc is not installed")
     def test_all_c_headers_through_nvcc(self):
