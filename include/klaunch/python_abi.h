@@ -208,19 +208,22 @@ KL__PY_EXPORT kl_status kl__py_check_not_capturing(kl__py_backend *b, uint64_t s
     return kl_cuda_stream_check_not_capturing(&b->cuda, (kl_stream)(uintptr_t)stream, what);
 }
 
-/* The device ordinal of the device memory at `address` (cuPointerGetAttribute,
- * CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL), for arrays that say only their
- * address (__cuda_array_interface__). 1 and *ordinal set when the driver
- * knows the address as device memory; 0 otherwise. */
+/* Where the memory at `address` is, for arrays that say only their address
+ * (__cuda_array_interface__), from cuPointerGetAttribute: 1 and *ordinal
+ * (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) for device or managed memory, 2 for
+ * host memory the driver knows (pinned or registered), 0 when the driver
+ * does not know the address (or on a recording backend). */
 KL__PY_EXPORT int kl__py_pointer_device(const kl__py_backend *b, uint64_t address, int *ordinal) {
     typedef kl__cu_result (*get_attribute_fn)(void *data, int attribute, uint64_t ptr);
     get_attribute_fn get;
+    unsigned int memory_type = 0;
     int value = -1;
     if (b->kind != KL__PY_CUDA) return 0;
     get = (get_attribute_fn)(uintptr_t)kl_cuda_backend_symbol(&b->cuda, "cuPointerGetAttribute");
-    if (get == NULL || get(&value, 9 /* CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL */, address) != KL__CUDA_SUCCESS ||
-        value < 0)
+    if (get == NULL || get(&memory_type, 2 /* CU_POINTER_ATTRIBUTE_MEMORY_TYPE */, address) != KL__CUDA_SUCCESS)
         return 0;
+    if (memory_type == 1 /* CU_MEMORYTYPE_HOST */) return 2;
+    if (get(&value, 9 /* CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL */, address) != KL__CUDA_SUCCESS || value < 0) return 0;
     *ordinal = value;
     return 1;
 }

@@ -476,8 +476,12 @@ class Family:
         if unknown and module.kind == _CUDA:
             for site, t in unknown:
                 ordinal = ctypes.c_int(-1)
-                if not self.lib.kl__py_pointer_device(module._backend, t.address, ctypes.byref(ordinal)):
-                    raise site.fail(E.DeviceError, "at 0x%x is not device memory the CUDA driver knows" % t.address)
+                where = self.lib.kl__py_pointer_device(module._backend, t.address, ctypes.byref(ordinal))
+                if where == 2:
+                    raise site.fail(E.DeviceError, "at 0x%x is in host memory; the kernel reads device memory: move it "
+                                    "to the GPU" % t.address)
+                if where != 1:
+                    raise site.fail(E.DeviceError, "at 0x%x is not memory the CUDA driver knows" % t.address)
                 if ordinal.value != device:
                     raise site.fail(E.DeviceError, "is on cuda:%d; the launch is on cuda:%d" % (ordinal.value, device))
         kernel = module._kernel(index)
