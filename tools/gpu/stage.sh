@@ -15,6 +15,8 @@
 #                                    for hand runs of cuobjdump and nvdisasm
 #   .gpu/targets.tsv                 label, path, kind (test or binary)
 #   .gpu/run.sh, .gpu/test_summary.py
+#   .gpu/python/, .gpu/tests/python/ the Python launchers and their GPU test
+#                                    (tools/gpu/stage_python.sh)
 # Then, on the GPU machine, from the repository root: bash .gpu/run.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -85,6 +87,7 @@ for label in "${manifests[@]}"; do
 done
 cp tools/gpu/run.sh "$stage/run.sh"
 cp tools/test_summary.py "$stage/test_summary.py"
+bash tools/gpu/stage_python.sh "$@"
 
 echo "staged $(wc -l <"$stage/targets.tsv") binaries and $(find "$stage/cubins" -name '*.cubin' | wc -l) cubins in $stage/ ($(du -sh "$stage" | cut -f1)):"
 cut -f1,3 "$stage/targets.tsv" | sed 's/^/  /'
