@@ -54,15 +54,17 @@ def element_text(elem):
 
 _torch = None  # the torch module once a tensor of it is seen
 _torch_dtypes = {}  # torch dtype -> spec element
+_raw_stream = None  # torch's current stream of a device, as an int, without a Stream object
 
 
 def torch_module():
     """torch, if this process imported it (klaunch never imports it)."""
-    global _torch
+    global _torch, _raw_stream
     if _torch is None:
         t = sys.modules.get("torch")
         if t is not None and hasattr(t, "Tensor"):
             _torch = t
+            _raw_stream = getattr(getattr(t, "_C", None), "_cuda_getCurrentRawStream", None)
             for elem, e in ELEMENTS.items():
                 if e:
                     dt = getattr(t, e[0], None)
@@ -173,18 +175,29 @@ def _describe_torch(t):
                   "torch")
 
 
-def _describe_cai(obj, cai, site):
-    def malformed(what):
-        return site.fail(E.ArgumentTypeError, "has a malformed __cuda_array_interface__: %s" % what)
+def _ints(values):
+    """A tuple of ints (shape, strides), as operator.index reads them."""
+    if type(values) is tuple and all(type(n) is int for n in values):
+        return values
+    return tuple(operator.index(n) for n in values)
 
+
+def _malformed(site, what):
+    return site.fail(E.ArgumentTypeError, "has a malformed __cuda_array_interface__: %s" % what)
+
+
+def _describe_cai(obj, cai, site):
+    malformed = lambda what: _malformed(site, what)  # noqa: E731
     try:
-        shape = tuple(operator.index(n) for n in cai["shape"])
+        shape = _ints(cai["shape"])
         typestr = cai["typestr"]
         address, readonly = cai["data"]
-        version = operator.index(cai.get("version", 2))
+        version = cai.get("version", 2)
+        if type(version) is not int:
+            version = operator.index(version)
         strides = cai.get("strides")
         if strides is not None:
-            strides = tuple(operator.index(s) for s in strides)
+            strides = _ints(strides)
     except KeyError as e:
         raise malformed("no %s" % e)
     except (TypeError, ValueError) as e:
@@ -491,13 +504,18 @@ def default_stream(args, device):
     default stream)."""
     t = torch_module()
     if t is not None:
+        tensor = t.Tensor
         for a in args:
-            if isinstance(a, t.Tensor) and a.is_cuda:
-                return t.cuda.current_stream(a.device).cuda_stream
-    for a in args:
-        if is_cupy(a) and hasattr(a, "__cuda_array_interface__"):
-            cupy = sys.modules.get("cupy")
-            if cupy is not None:
+            if isinstance(a, tensor):
+                d = a.get_device()
+                if d >= 0:
+                    if _raw_stream is not None:
+                        return _raw_stream(d)
+                    return t.cuda.current_stream(d).cuda_stream
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        for a in args:
+            if is_cupy(a) and hasattr(a, "__cuda_array_interface__"):
                 return cupy.cuda.get_current_stream().ptr
     return 0
 

@@ -443,16 +443,32 @@ class Family:
         values = [None] * len(args)
         first = None  # the parameter whose tensor set the device
         unknown = []  # tensors that do not say their device
+        torch = A.torch_module()
+        tensor_type = torch.Tensor if torch is not None else None
+        dtypes = A._torch_dtypes
         for i, p in enumerate(L.params):
             a = args[i]
-            if p.pointer is None:
+            pa = p.pointer
+            if pa is None:
                 values[i] = p.convert(a)
                 continue
-            site = p.pointer.site
+            if tensor_type is not None and isinstance(a, tensor_type):
+                # The common case, without building a Tensor: a CUDA tensor
+                # of the element type, contiguous; anything else goes the
+                # general way below (which says what is wrong).
+                d = a.get_device()
+                if d >= 0 and (d == device or device is None) and (
+                        pa.element == "void" or dtypes.get(a.dtype) == pa.element) and (
+                        pa.layout == "any" or a.is_contiguous()):
+                    if device is None:
+                        device, first = d, p.name
+                    values[i] = a.data_ptr()
+                    continue
+            site = pa.site
             if a is None:
                 raise site.fail(E.NoneArgumentError, "(%s) is None; the kernel reads its memory" % p.spec_type)
             t = A.describe(a, site, handle)
-            p.pointer.check(t)
+            pa.check(t)
             if t.device_type == "cuda":
                 if device is None:
                     device, first = t.device_id, p.name

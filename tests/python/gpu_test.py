@@ -117,7 +117,8 @@ class PagedDecode(unittest.TestCase):
         out = torch.empty_like(p["q"])
         args = [p["q"], k, k, out, p["tables"], p["lens"], p["max_blocks"], 2, 8, 8, 64, 16, 0.125, 512, 0]
         for i, bad, cls in ((1, k.float(), klaunch.DtypeError), (1, k.cpu(), klaunch.DeviceError),
-                            (4, p["tables"].t(), klaunch.LayoutError), (0, None, klaunch.NullPointerError)):
+                            (4, torch.cat([p["tables"], p["tables"]], 1)[:, ::2], klaunch.LayoutError),
+                            (0, None, klaunch.NullPointerError)):
             a = list(args)
             a[i] = bad
             with self.assertRaises(cls):
