@@ -10,7 +10,8 @@
 #     [HEADERS <file>...]           # headers the kernels include (rebuild when they change)
 #     [ARCHS 80 90 ...]             # SM numbers: a cubin each, plus PTX of the last;
 #                                   # default ${KLAUNCH_ARCHS} (80 90 100 120)
-#     [NVCC_FLAGS <flag>...])
+#     [NVCC_FLAGS <flag>...]
+#     [PYTHON])                     # also the Python launchers (docs/PYTHON.md)
 #
 # makes, in ${CMAKE_CURRENT_BINARY_DIR}/klaunch_<family>/:
 #   include/klaunch/<family>.h, .cuh   the generator's output (klaunch-gen)
@@ -20,12 +21,20 @@
 #                                      the spec after its definition)
 #   <family>_fatbins.h, .c             the fatbins embedded (bazel/embed_fatbins.py):
 #                                      kl_fatbin_<family>_<variant>[], _size
+#   python/klaunch_<family>.py, python/libklaunch_<family>.so
+#                                      with PYTHON: the Python launchers and their
+#                                      library, the fatbins embedded; import with
+#                                      python/ and klaunch's runtime package
+#                                      (pip install <klaunch>/python, or
+#                                      <klaunch>/python) on sys.path
 # and the targets
 #   <family>_klaunch   STATIC library: the embedded fatbins; its include
 #                      directories give klaunch/<family>.h and <family>_fatbins.h;
 #                      links klaunch::runtime
 #   klaunch::runtime   INTERFACE library: klaunch's include/ and -ldl (the CUDA
 #                      backend dlopens libcuda.so.1: nothing CUDA to link)
+#   <family>_python    with PYTHON: MODULE library libklaunch_<family>.so
+#                      (target property KLAUNCH_PYTHON_DIR: its folder)
 #
 # One C file of each program defines KLAUNCH_IMPLEMENTATION before including
 # klaunch's headers. Without nvcc the fatbins are empty files (loading one
@@ -67,7 +76,7 @@ if(NOT TARGET klaunch::runtime)
 endif()
 
 function(klaunch_add_family family)
-  cmake_parse_arguments(PARSE_ARGV 1 KL "" "SPEC" "SOURCES;VARIANTS;HEADERS;ARCHS;NVCC_FLAGS")
+  cmake_parse_arguments(PARSE_ARGV 1 KL "PYTHON" "SPEC" "SOURCES;VARIANTS;HEADERS;ARCHS;NVCC_FLAGS")
   if(KL_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "klaunch_add_family(${family}): unknown arguments ${KL_UNPARSED_ARGUMENTS}")
   endif()
@@ -90,14 +99,18 @@ function(klaunch_add_family family)
   set(inc "${out}/include")
   set(h "${inc}/klaunch/${family}.h")
   set(cuh "${inc}/klaunch/${family}.cuh")
+  set(pydir "${out}/python")
+  set(py "${pydir}/klaunch_${family}.py")
+  set(py_c "${pydir}/klaunch_${family}.c")
 
   # The generator, run beside the spec so that files and messages name it
   # as <family>.yaml; touch: it leaves a file whose bytes are right alone.
+  # The Python launchers come from the same run.
   file(GLOB gen_deps "${KLAUNCH_ROOT}/codegen/klaunch_codegen/*.py" "${KLAUNCH_ROOT}/codegen/klaunch_codegen/templates/*.j2")
   add_custom_command(
-    OUTPUT "${h}" "${cuh}"
-    COMMAND ${KLAUNCH_GEN} --include-dir "${inc}" "${spec_name}"
-    COMMAND "${CMAKE_COMMAND}" -E touch "${h}" "${cuh}"
+    OUTPUT "${h}" "${cuh}" "${py}" "${py_c}"
+    COMMAND ${KLAUNCH_GEN} --include-dir "${inc}" --python-dir "${pydir}" "${spec_name}"
+    COMMAND "${CMAKE_COMMAND}" -E touch "${h}" "${cuh}" "${py}" "${py_c}"
     WORKING_DIRECTORY "${spec_dir}"
     DEPENDS "${spec}" ${gen_deps}
     COMMENT "klaunch: generating the launchers of ${family}"
@@ -169,4 +182,18 @@ function(klaunch_add_family family)
   target_link_libraries(${family}_klaunch PUBLIC klaunch::runtime)
   # (_Alignas in the embedded bytes: C11)
   set_target_properties(${family}_klaunch PROPERTIES LINKER_LANGUAGE C C_STANDARD 11 C_STANDARD_REQUIRED ON)
+
+  if(KL_PYTHON)
+    # libklaunch_<family>.so beside klaunch_<family>.py; only its kl__py_*
+    # and kl__X_py entry points exported (klaunch/python_abi.h).
+    set_target_properties(${family}_klaunch PROPERTIES POSITION_INDEPENDENT_CODE ON)
+    add_library(${family}_python MODULE "${py_c}" "${py}")
+    target_compile_definitions(${family}_python PRIVATE KL_PYTHON_EMBED_FATBINS)
+    target_link_libraries(${family}_python PRIVATE ${family}_klaunch)
+    set_target_properties(${family}_python PROPERTIES
+      OUTPUT_NAME "klaunch_${family}" PREFIX "lib" SUFFIX ".so"
+      LIBRARY_OUTPUT_DIRECTORY "${pydir}"
+      C_STANDARD 11 C_STANDARD_REQUIRED ON C_VISIBILITY_PRESET hidden
+      KLAUNCH_PYTHON_DIR "${pydir}")
+  endif()
 endfunction()
