@@ -107,6 +107,28 @@ class EveryLauncher(unittest.TestCase):
             self.assertEqual(module.VARIANTS, {v.name: dict(v.constants) for v in spec.variants})
 
 
+class ReadmeExample(unittest.TestCase):
+    """README.md's Python example calls launchers that exist, with their
+    parameter counts (it runs on a GPU only: examples/python does that)."""
+
+    def test_the_readme_example_calls_real_launchers(self):
+        import ast
+        import re
+
+        with open(runfile("README.md")) as f:
+            text = f.read()
+        section = text[text.index("## Calling from Python"):]
+        code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+        tree = ast.parse(code)
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                 and isinstance(n.func.value, ast.Name) and n.func.value.id == "pd"]
+        self.assertTrue(calls)
+        for c in calls:
+            launcher = S.klaunch_paged_decode._F.by_name[c.func.attr]
+            self.assertEqual(len(c.args), len(launcher.params), c.func.attr)
+        self.assertIn("klaunch.DtypeError", code)
+
+
 class Tables(unittest.TestCase):
     def test_kinds_are_one_set_everywhere(self):
         kinds = set(schema.SCALAR_TYPES) | {"ptr"}
