@@ -367,6 +367,8 @@ PY_C_PARAM = {
     "f32": ("float", "{name}"),
     "bool": ("bool", "{name}"),
     "ptr": ("uint64_t", "({ctype})(uintptr_t){name}"),
+    # The address of a kl_tensor_map a klaunch.TensorMap holds.
+    "tensor_map": ("uint64_t", "({ctype})(uintptr_t){name}"),
 }
 
 
@@ -407,8 +409,11 @@ class PyParamView:
         self.p = param
         self.name = param.name
         self.kind = "ptr" if param.type.is_pointer else param.type.name
-        self.elem = param.type.elem
-        self.const = param.type.const
+        tmap = param.type.tmap if param.type.is_tensor_map else None
+        # A tensor map's element is the dtype of the tensor it maps.
+        self.elem = tmap.dtype if tmap else param.type.elem
+        self.const = param.type.const or bool(tmap)
+        self.rank = tmap.rank if tmap else None
         self.layout = param.layout
         self.line, self.col = param.pos
         c_type, arg = PY_C_PARAM[self.kind]
@@ -418,10 +423,37 @@ class PyParamView:
         self.doc = param.doc
 
     def table_entry(self):
-        """The runtime's Param(name, kind, element, const, layout, line, col)."""
-        return "(%s, %s, %s, %s, %s, %d, %d)" % (
+        """The runtime's Param(name, kind, element, const, layout, line, col[, rank])."""
+        return "(%s, %s, %s, %s, %s, %d, %d%s)" % (
             py_string(self.name), py_string(self.kind), py_string(self.elem) if self.elem else "None",
-            "True" if self.const else "False", py_string(self.layout) if self.layout else "None", self.line, self.col)
+            "True" if self.const else "False", py_string(self.layout) if self.layout else "None", self.line, self.col,
+            ", %d" % self.rank if self.rank else "")
+
+
+class PyTensorMapView:
+    """A tensor-map parameter's Python builder and its library entry point,
+    kl__X_P_py_encode (calling kl_X_P_encode)."""
+
+    def __init__(self, launcher, index, param, view):
+        self.index = index
+        self.name = param.name
+        self.function = "%s_%s_encode" % (launcher.name, param.name)
+        self.export = "kl__%s_%s_py_encode" % (launcher.name, param.name)
+        self.builder = view.builder
+        self.rank = view.rank
+        self.dtype = view.dtype_spec
+        self.describe = view.describe
+        self.address_c = view.address_c
+        self.params = ["uint64_t extent%d" % i for i in range(self.rank)] + [
+            "uint64_t stride%d" % i for i in range(1, self.rank)]
+        self.args = ["extent%d" % i for i in range(self.rank)] + ["stride%d" % i for i in range(1, self.rank)]
+        self.doc = (
+            "Tensor map %s of %s (%s) for `tensor`, a klaunch.TensorMap to pass as %s: %s on the module's backend, "
+            "for its variant. extents (innermost first, %d of them) and strides (of dimensions 1 to %d, in elements) "
+            "default to the tensor's shape and strides read innermost first (its innermost stride must be 1); "
+            "module and variant as for %s (None: the tensor's device, a loaded variant). The map keeps the tensor "
+            "alive." % (self.name, launcher.name, self.describe, self.name, self.builder, self.rank, self.rank - 1,
+                        launcher.name))
 
 
 class PyLauncherView:
@@ -442,6 +474,8 @@ class PyLauncherView:
         # launcher makes every check again.
         self.fits = [(c.text, ex.to_python(c.expr.tree, r, ref)) for c in l.preconditions
                      if any(n in r.const_index for n in c.args)]
+        by_name = {t.name: t for t in view.tensor_maps}
+        self.maps = [PyTensorMapView(l, i, p, by_name[p.name]) for i, p in enumerate(l.params) if p.type.is_tensor_map]
 
 
 def python_views(spec):

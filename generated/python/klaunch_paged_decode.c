@@ -112,6 +112,8 @@ KL__PY_EXPORT int kl__py_fatbin(const char *variant, const unsigned char **data,
     return 0;
 }
 
+KL__PY_EXPORT size_t kl__py_tensor_map_size(void) { return sizeof(kl_tensor_map); }
+
 /* kl_paged_decode_attn_bf16 */
 KL__PY_EXPORT kl_status kl__paged_decode_attn_bf16_py(const kl__py_kernel *kl__k, int kl__check_only, uint64_t q,
     uint64_t k_cache, uint64_t v_cache, uint64_t output, uint64_t block_tables, uint64_t seq_lens,

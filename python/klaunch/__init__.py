@@ -17,10 +17,10 @@ from klaunch.Error, and Module and Record. docs/PYTHON.md has the rest.
 from . import _errors
 from ._errors import BY_NAME as STATUS_CLASSES  # noqa: F401  status name -> class
 from ._errors import Error, error_class  # noqa: F401
-from ._family import Module, Record  # noqa: F401
+from ._family import Module, Record, TensorMap  # noqa: F401
 
 __version__ = "0.1.0"
 
 globals().update(_errors.CLASSES)
 
-__all__ = ["Error", "Module", "Record", "error_class", "STATUS_CLASSES"] + sorted(_errors.CLASSES)
+__all__ = ["Error", "Module", "Record", "TensorMap", "error_class", "STATUS_CLASSES"] + sorted(_errors.CLASSES)

@@ -11,9 +11,9 @@ Python int (u32, u64, i32: in range), float (f32: in float's range) or
 bool. Each refusal is a klaunch.Error whose message reads like the C
 launchers': 'STATUS: kl_X: parameter ... [spec:line:col]'.
 
-CONVERTERS maps each spec kind to its converter; the generator's
-emit.PY_C_PARAM and _family.CTYPES have the same keys (a new spec type is
-one entry in each).
+CONVERTERS maps each spec kind to its converter (pointers and tensor maps
+need the launch: _family.py); the generator's emit.PY_C_PARAM and
+_family.CTYPES have the same keys (a new spec type is one entry in each).
 """
 
 import ctypes
@@ -454,6 +454,7 @@ CONVERTERS = {
     "f32": FloatArg,
     "bool": BoolArg,
     "ptr": None,
+    "tensor_map": None,  # a klaunch.TensorMap (_family.py)
 }
 
 

@@ -28,6 +28,7 @@ plain kernel launches, which a CUDA graph capture records.
 """
 
 import ctypes
+import operator
 import os
 import threading
 
@@ -45,6 +46,7 @@ CTYPES = {
     "f32": ctypes.c_float,
     "bool": ctypes.c_bool,
     "ptr": ctypes.c_uint64,
+    "tensor_map": ctypes.c_uint64,  # the address of a TensorMap's kl_tensor_map
 }
 
 _CUDA, _RECORD = 1, 2
@@ -86,15 +88,43 @@ class Record(tuple):
         return "Record(%s)" % ", ".join("%s=%r" % (f, v) for f, v in zip(Record._fields, self))
 
 
-class Param:
-    __slots__ = ("name", "kind", "element", "const", "layout", "line", "col", "spec_type", "convert", "pointer")
+class TensorMap:
+    """An encoded tensor map (klaunch/tensor_map.h kl_tensor_map, 128-byte
+    aligned) of one tensor-map parameter, from klaunch_F.X_P_encode(): pass
+    it as that parameter. It holds the tensor's address, extents and strides
+    (and a reference to the tensor); the launcher copies its 128 bytes into
+    the kernel's parameters and checks it was encoded on the launch's backend
+    for its variant's copy."""
 
-    def __init__(self, name, kind, element, const, layout, line, col):
+    def __init__(self, family, launcher, param, module, tensor, extents, strides):
+        size = family.lib.kl__py_tensor_map_size()
+        self._storage = (ctypes.c_char * (size + 128))()
+        self.address = (ctypes.addressof(self._storage) + 127) & ~127
+        self.family, self.launcher, self.param = family, launcher.name, param.name
+        self.module, self.device = module, module.device
+        self.tensor, self.extents, self.strides = tensor, tuple(extents), tuple(strides)
+
+    def opaque(self):
+        """The 128 bytes the kernel receives."""
+        return ctypes.string_at(self.address, 128)
+
+    def __repr__(self):
+        return "<TensorMap %s.%s: extents %s, strides %s, %r>" % (self.launcher, self.param, list(self.extents),
+                                                                 list(self.strides), self.module)
+
+
+class Param:
+    __slots__ = ("name", "kind", "element", "const", "layout", "line", "col", "rank", "spec_type", "convert", "pointer",
+                 "site", "encode")
+
+    def __init__(self, name, kind, element, const, layout, line, col, rank=None):
         self.name, self.kind, self.element, self.const, self.layout = name, kind, element, const, layout
-        self.line, self.col = line, col
+        self.line, self.col, self.rank = line, col, rank
         self.spec_type = ("%s%s*" % ("const " if const else "", element)) if kind == "ptr" else kind
         self.convert = None
         self.pointer = None
+        self.site = None
+        self.encode = None  # a tensor map's kl__X_P_py_encode
 
 
 class Launcher:
@@ -133,10 +163,10 @@ class Family:
         for i, l in enumerate(launchers):
             l.index = i
             for p in l.params:
-                site = A.Site(l.function, p.name, "%s:%d:%d" % (spec, p.line, p.col))
+                p.site = site = A.Site(l.function, p.name, "%s:%d:%d" % (spec, p.line, p.col))
                 if p.kind == "ptr":
                     p.pointer = A.PointerArg(site, p.element, p.const, p.layout, p.spec_type)
-                else:
+                elif p.kind != "tensor_map":
                     p.convert = A.scalar_converter(p.kind, site)
 
     # -- the library --
@@ -190,6 +220,7 @@ class Family:
             "kl__py_get": (i, [vp, ctypes.c_uint, ctypes.POINTER(vp)]),
             "kl__py_record_load_variant": (i, [vp, cp, ctypes.POINTER(vp)]),
             "kl__py_fatbin": (i, [cp, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(sz)]),
+            "kl__py_tensor_map_size": (sz, []),
         }
         try:
             for name, (restype, argtypes) in sigs.items():
@@ -200,6 +231,12 @@ class Family:
                 f.restype = i
                 f.argtypes = [vp, i] + [CTYPES[p.kind] for p in l.params] + [ctypes.c_uint64]
                 l.fn = f
+                for p in l.params:
+                    if p.kind == "tensor_map":
+                        e = getattr(lib, "kl__%s_%s_py_encode" % (l.name, p.name))
+                        e.restype = i
+                        e.argtypes = [vp, ctypes.c_uint64, ctypes.c_uint64] + [ctypes.c_uint64] * (2 * p.rank - 1)
+                        p.encode = e
         except AttributeError as e:
             raise ImportError("%s: %s lacks %s: it was built from another version of the generator; rebuild it"
                               % (self.module_name, lib._name, e))
@@ -393,11 +430,12 @@ class Family:
 
     # -- a launch --
 
-    def pick_variant(self, launcher, values, device):
+    def pick_variant(self, launcher, values, device, constants_free=False):
         """The variant a launch of `launcher` with converted arguments
-        `values` uses on `device` (see the module docstring)."""
+        `values` uses on `device` (see the module docstring); with
+        constants_free, as for a launcher that reads no constant."""
         names = list(self.variants)
-        fits = launcher.fits
+        fits = None if constants_free else launcher.fits
         if fits is not None:
             ok = []
             for v in names:
@@ -446,11 +484,19 @@ class Family:
         torch = A.torch_module()
         tensor_type = torch.Tensor if torch is not None else None
         dtypes = A._torch_dtypes
+        maps = []
         for i, p in enumerate(L.params):
             a = args[i]
             pa = p.pointer
             if pa is None:
-                values[i] = p.convert(a)
+                if p.kind != "tensor_map":
+                    values[i] = p.convert(a)
+                    continue
+                m = self._map_arg(L, p, a, device)
+                if device is None:
+                    device, first = m.device, p.name
+                maps.append(m)
+                values[i] = m.address
                 continue
             if tensor_type is not None and isinstance(a, tensor_type):
                 # The common case, without building a Tensor: a CUDA tensor
@@ -487,6 +533,8 @@ class Family:
         if stream_device is not None and stream_device != device:
             raise E.fail(E.DeviceError, function, "the stream is on cuda:%d; the launch is on cuda:%d" % (
                 stream_device, device))
+        if module is None and maps and maps[0].device == device and variant in (None, maps[0].module.variant):
+            module = maps[0].module  # the module the maps were encoded for
         if module is None:
             module = self._launch_module(L, values, device, variant, handle)
         if unknown and module.kind == _CUDA:
@@ -504,6 +552,87 @@ class Family:
         st = L.fn(kernel, 1 if check_only else 0, *values, handle)
         if st:
             raise self.error(st)
+
+    def _map_arg(self, L, p, a, device):
+        """A TensorMap argument of tensor-map parameter p."""
+        site = p.site
+        if a is None:
+            raise site.fail(E.NoneArgumentError, "(tensor_map) is None; encode one with %s.%s_%s_encode()" % (
+                self.module_name, L.name, p.name))
+        if not isinstance(a, TensorMap):
+            raise site.fail(E.ArgumentTypeError, "(tensor_map) must be a klaunch.TensorMap from %s.%s_%s_encode(), "
+                            "got %s" % (self.module_name, L.name, p.name, A._type_name(a)))
+        if device is not None and a.device != device:
+            raise site.fail(E.DeviceError, "is a map of cuda:%d memory; the launch is on cuda:%d" % (a.device, device))
+        return a
+
+    def encode(self, index, param, tensor, extents, strides, module, variant):
+        """klaunch_F.X_P_encode(): see its docstring."""
+        L = self.launchers[index]
+        p = L.params[param]
+        function = "kl_%s_%s_encode" % (L.name, p.name)
+        site = A.Site(function, "tensor", "%s:%d:%d" % (self.spec, p.line, p.col))
+        if module is not None and (not isinstance(module, Module) or module.family is not self):
+            raise E.fail(E.ArgumentTypeError, function, "module must be a Module of %s, got %s" % (
+                self.name, A._type_name(module)))
+        if variant is not None and (not isinstance(variant, str) or variant not in self.variants):
+            raise E.fail(E.BY_NAME["KL_ERROR_VARIANT_MISMATCH"], function, "%s has no variant %r (it has %s)" % (
+                self.name, variant, ", ".join(self.variants)))
+        if tensor is None:
+            raise site.fail(E.NoneArgumentError, "is None; the map describes a tensor's memory")
+        stream = A.default_stream((tensor,), None)
+        t = A.describe(tensor, site, stream)
+        A.PointerArg(site, p.element, True, "any", p.element + " tensor").check(t)
+        device = module.device if module is not None else None
+        if t.device_type == "cuda":
+            if device is not None and t.device_id != device:
+                raise site.fail(E.DeviceError, "is on %s; the module is loaded on cuda:%d" % (t.device_text(), device))
+            device = t.device_id
+        elif t.device_type not in (None, "cuda_managed"):
+            raise site.fail(E.DeviceError, "is in %s memory; the kernel reads device memory" % t.device_type)
+        if device is None:
+            device = A.device_index(None, function)
+        rank = p.rank
+        if extents is None:
+            if len(t.shape) != rank:
+                raise site.fail(E.LayoutError, "has %d dimensions; the map has rank %d: reshape it, or give extents= "
+                                "and strides=" % (len(t.shape), rank))
+            extents = tuple(reversed(t.shape))
+        if strides is None:
+            if len(t.shape) != rank:
+                raise site.fail(E.LayoutError, "has %d dimensions; the map has rank %d: give strides=" % (
+                    len(t.shape), rank))
+            elems = t.strides
+            if elems is None:  # row-major dense
+                elems, n = [], 1
+                for d in reversed(t.shape):
+                    elems.insert(0, n)
+                    n *= d
+            inner = tuple(reversed(elems))
+            if t.shape and t.shape[-1] != 1 and inner[0] != 1:
+                raise site.fail(E.LayoutError, "has innermost stride %d; a tensor map reads dense rows (stride 1)"
+                                % inner[0])
+            strides = inner[1:]
+        extents, strides = self._dims(extents, rank, "extents", site), self._dims(strides, rank - 1, "strides", site)
+        if module is None:
+            name = variant or self.pick_variant(L, None, device, constants_free=True)
+            module = self._modules.get((device, name)) or self._launch_module(L, None, device, name, stream)
+        tm = TensorMap(self, L, p, module, tensor, extents, strides)
+        st = p.encode(module._kernel(index), tm.address, t.address, *(tuple(extents) + tuple(strides)))
+        if st:
+            raise self.error(st)
+        return tm
+
+    @staticmethod
+    def _dims(values, n, what, site):
+        try:
+            values = tuple(operator.index(v) for v in values)
+        except TypeError:
+            raise site.fail(E.ArgumentTypeError, "%s must be %d ints, got %r" % (what, n, values))
+        if len(values) != n or any(not 0 <= v < (1 << 64) for v in values):
+            raise site.fail(E.ArgumentTypeError, "%s must be %d ints in 0..2^64-1 (innermost first), got %r" % (
+                what, n, list(values)))
+        return values
 
     def _launch_module(self, L, values, device, variant, stream):
         name = variant or self.pick_variant(L, values, device)

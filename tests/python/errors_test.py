@@ -131,7 +131,7 @@ class ReadmeExample(unittest.TestCase):
 
 class Tables(unittest.TestCase):
     def test_kinds_are_one_set_everywhere(self):
-        kinds = set(schema.SCALAR_TYPES) | {"ptr"}
+        kinds = set(schema.SCALAR_TYPES) | {"ptr", schema.TENSOR_MAP}
         self.assertEqual(set(emit.PY_C_PARAM), kinds)
         self.assertEqual(set(_family.CTYPES), kinds)
         self.assertEqual(set(_args.CONVERTERS), kinds)

@@ -52,11 +52,26 @@ class BadDLPack:
         return (2, 0)
 
 
+_MAPS = []
+
+
+def a_map():
+    """A klaunch.TensorMap of mla_q_rope_extract_tma's q_map, encoded on a
+    recording module of its own."""
+    if not _MAPS:
+        mla = S.klaunch_mla_prefill
+        text = "klaunch-module 1\nfamily mla_prefill\nvariant mistral_small_4\nspec_hash %s\ncuda_arch 900a\n" % (
+            mla.SPEC_HASH) + "".join("const %s %d\n" % kv for kv in mla.VARIANTS["mistral_small_4"].items())
+        mod = mla.load_record(image=text)
+        _MAPS.append(mla.mla_q_rope_extract_tma_q_map_encode(DLPackArray(0x10000, (8, 8, 64), 4, 16), module=mod))
+    return _MAPS[0]
+
+
 def junk(rng):
     """One value of some type no parameter expects (or of the right type but
     wrong in some other way)."""
     cai = dict(shape=(8,), typestr="<f4", data=(0x1000, False), version=3)
-    options = [
+    options = [a_map(), S.MapSpec(0x1000, "f32", 3, rng), S.MapSpec(0x1001, "bf16", 2, rng, good=False),
         None, "", "7", b"\x00", 0.5, -0.0, float("inf"), float("nan"), True, False, 1j, [], [1], (), {}, set(),
         object(), -1, 2**32, 2**63, 2**64, -2**63, 10**30, Raises(ValueError("bad")), Raises(OverflowError("big")),
         BadProperty(), BadDLPack(ValueError("cannot")), BadDLPack("not a capsule"), BadDLPack(None),
@@ -88,7 +103,7 @@ class FuzzTest(unittest.TestCase):
         mod.clear_records()
         fn = getattr(family, launcher.name)
         try:
-            fn(*args, module=mod, **kwargs)
+            fn(*S.materialize(family, launcher, args, mod), module=mod, **kwargs)
         except klaunch.Error as e:
             msg = str(e)
             self.assertEqual(msg.split(": ")[0], e.status, msg)

@@ -138,6 +138,21 @@ class MlaPrefill(unittest.TestCase):
         want = full[:, :nq * hd].reshape(tokens, nq, hd)[:, :, nope:]
         self.assertTrue(torch.equal(out, want))
 
+    def test_rope_extract_through_tensor_maps(self):
+        tokens, nq, nope, rope = 37, 16, 128, 64
+        hd = nope + rope
+        q_dim = nq * hd + 64
+        full = torch.randn(tokens, q_dim, dtype=torch.bfloat16, device="cuda")
+        out = torch.full((tokens, nq, rope), float("nan"), dtype=torch.bfloat16, device="cuda")
+        slices = full[:, :nq * hd].unflatten(1, (nq, hd))[:, :, nope:]  # strides (q_dim, hd, 1)
+        q_map = mla.mla_q_rope_extract_tma_q_map_encode(slices)
+        out_map = mla.mla_q_rope_extract_tma_out_map_encode(out)
+        mla.mla_q_rope_extract_tma(q_map, out_map, tokens, nq, rope)
+        torch.cuda.synchronize()
+        self.assertTrue(torch.equal(out, slices))
+        with self.assertRaises(klaunch.TensorMapError):  # cuTensorMapEncodeTiled's rules, checked first
+            mla.mla_q_rope_extract_tma_q_map_encode(full.view(-1)[1:1 + tokens * nq * rope].view(tokens, nq, rope))
+
     def test_absorbed_attention_picks_the_variant_of_its_head_dim(self):
         batch, seq, nq = 2, 97, 4
         for head_dim in (320, 576):

@@ -42,6 +42,8 @@ def c_string(text):
 
 
 def c_value(p, v):
+    if p.kind == "tensor_map":
+        return "&map_%s" % p.name
     if p.kind == "ptr":
         return "(void *)(uintptr_t)0x%xull" % v
     if p.kind == "bool":
@@ -54,7 +56,14 @@ def c_value(p, v):
 
 
 def python_value(p, v):
-    return S.tensor(p.element, v) if p.kind == "ptr" else v
+    if p.kind == "ptr":
+        return S.tensor(p.element, v)
+    if p.kind == "tensor_map":
+        m = S.MapSpec.__new__(S.MapSpec)
+        m.address, m.extents, m.strides = v
+        m.tensor = S.tensor(p.element, v[0], kind="dlpack")
+        return m
+    return v
 
 
 class Case:
@@ -73,7 +82,9 @@ def cases():
                     if i % 2 == 0:
                         args = S._satisfy(launcher, args, family.VARIANTS[variant], rng)
                     values = tuple(a.__cuda_array_interface__["data"][0] if hasattr(a, "__cuda_array_interface__")
-                                   else a.address if isinstance(a, S.DLPackArray) else a for a in args)
+                                   else a.address if isinstance(a, S.DLPackArray)
+                                   else (a.address, a.extents, a.strides) if isinstance(a, S.MapSpec) else a
+                                   for a in args)
                     out.append(Case(family, variant, launcher, values))
     return out
 
@@ -100,6 +111,7 @@ def run_python(all_cases):
         mod.clear_records()
         args = [python_value(p, v) for p, v in zip(c.launcher.params, c.values)]
         try:
+            args = S.materialize(c.family, c.launcher, args, mod)
             getattr(c.family, c.launcher.name)(*args, module=mod, stream=STREAM)
         except klaunch.Error as e:
             out.append(result_line(e.status, e.message, None))
@@ -166,9 +178,18 @@ def c_program(all_cases):
         if key not in names:
             names[key] = "m_%s_%s" % key
             lines.append("    kl_module %s = load(%s);" % (names[key], c_string(metadata(c.family, c.variant))))
+    maps = sorted({p.name for c in all_cases for p in c.launcher.params if p.kind == "tensor_map"})
+    for name in maps:
+        lines.append("    kl_tensor_map map_%s;" % name)
     for c in all_cases:
         args = ", ".join(c_value(p, v) for p, v in zip(c.launcher.params, c.values))
         lines.append("    st = kl_%s_get(&k, &%s);" % (c.launcher.name, names[(c.family.FAMILY, c.variant)]))
+        for p, v in zip(c.launcher.params, c.values):
+            if p.kind == "tensor_map":
+                address, extents, strides = v
+                dims = ", ".join("%dull" % n for n in tuple(extents) + tuple(strides))
+                lines.append("    if (st == KL_SUCCESS) st = kl_%s_%s_encode(&k, &map_%s, (void *)(uintptr_t)0x%xull, %s);" % (
+                    c.launcher.name, p.name, p.name, address, dims))
         lines.append("    report(st != KL_SUCCESS ? st : kl_%s(&k, %s%s(kl_stream)(uintptr_t)0x%xull));" % (
             c.launcher.name, args, ", " if args else "", STREAM))
     lines.append("    return 0;\n}\n")

@@ -161,16 +161,44 @@ def scalar(kind, rng, good=True):
     return v
 
 
+class MapSpec:
+    """What a tensor-map argument is encoded from (materialize() encodes it
+    on the launch's module): a tensor, its extents and strides (elements)."""
+
+    def __init__(self, address, element, rank, rng, good=True):
+        self.address = address
+        self.tensor = tensor(element, address, kind="dlpack")
+        pool = [1, 3, 7, 8, 16, 19, 64, 128, 733] if good else [0, 1, 5, 2**32, 2**32 + 1, 64]
+        self.extents = tuple(rng.choice(pool) for _ in range(rank))
+        step = rng.choice([8, 8, 64, 3]) if not good else rng.choice([8, 64, 512])
+        self.strides = tuple(step * (i + 1) * rng.choice([1, 2]) for i in range(rank - 1))
+
+
 def arguments(launcher, rng, good=True):
     """One argument tuple for `launcher` (an entry of a generated module's
-    LAUNCHERS): distinct 256-byte aligned addresses, scalars from the pool."""
+    LAUNCHERS): distinct 256-byte aligned addresses, scalars from the pool,
+    MapSpecs for tensor maps."""
     args = []
     for i, p in enumerate(launcher.params):
+        address = 0x7f0000000000 + 0x100000 * (i + 1)
         if p.kind == "ptr":
-            args.append(tensor(p.element, 0x7f0000000000 + 0x100000 * (i + 1), kind=rng.choice(["cai", "dlpack", None])))
+            args.append(tensor(p.element, address, kind=rng.choice(["cai", "dlpack", None])))
+        elif p.kind == "tensor_map":
+            args.append(MapSpec(address, p.element, p.rank, rng, good=rng.random() < 0.9 if good else False))
         else:
             args.append(scalar(p.kind, rng, good))
     return tuple(args)
+
+
+def materialize(family, launcher, args, module):
+    """args with each MapSpec encoded on `module` (a klaunch.Error when the
+    builder refuses it)."""
+    out = list(args)
+    for i, (p, a) in enumerate(zip(launcher.params, args)):
+        if p.kind == "tensor_map" and isinstance(a, MapSpec):
+            encode = getattr(family, "%s_%s_encode" % (launcher.name, p.name))
+            out[i] = encode(a.tensor, extents=a.extents, strides=a.strides, module=module)
+    return tuple(out)
 
 
 def passing_arguments(family, launcher, variant, seed, tries=40000):
@@ -186,7 +214,7 @@ def passing_arguments(family, launcher, variant, seed, tries=40000):
         # caller would: head_dim == MLA_HDIM, hd == nope + rope, ...
         args = _satisfy(launcher, args, family.VARIANTS[variant], rng)
         try:
-            fn(*args, module=mod, check_only=True)
+            fn(*materialize(family, launcher, args, mod), module=mod, check_only=True)
         except klaunch.Error:
             continue
         found.append(args)

@@ -434,5 +434,98 @@ class CChecks(unittest.TestCase):
             self.skipTest("a CUDA driver is here")
 
 
+class TensorMaps(unittest.TestCase):
+    """tensor_map parameters: klaunch_F.X_P_encode(tensor) makes a
+    klaunch.TensorMap (kl_X_P_encode through the library), which the
+    launcher takes by value."""
+
+    def setUp(self):
+        # The sm_90a image's metadata: mla_q_rope_extract_tma needs it.
+        text = "klaunch-module 1\nfamily mla_prefill\nvariant mistral_small_4\nspec_hash %s\ncuda_arch 900a\n" % (
+            mla.SPEC_HASH) + "".join("const %s %d\n" % kv for kv in mla.VARIANTS["mistral_small_4"].items())
+        self.mod = mla.load_record(image=text)
+        self.tokens, self.nq, self.nope, self.rope = 37, 16, 128, 64
+        hd = self.nope + self.rope
+        self.q_dim = self.nq * hd + 64
+        # Q's rope slices: [tokens, nq, rope] at q_full + nope, strides (q_dim, hd, 1)
+        self.q = DLPackArray(0x7f0000100000 + 2 * self.nope, (self.tokens, self.nq, self.rope), 4, 16,
+                             strides=(self.q_dim, hd, 1))
+        self.out = DLPackArray(0x7f0000200000, (self.tokens, self.nq, self.rope), 4, 16)
+
+    def maps(self):
+        return (mla.mla_q_rope_extract_tma_q_map_encode(self.q, module=self.mod),
+                mla.mla_q_rope_extract_tma_out_map_encode(self.out, module=self.mod))
+
+    @staticmethod
+    def decode(opaque):
+        """klaunch's reference encoding (record backend): address, extents, byte strides, box."""
+        rank = opaque[5]
+        address = struct.unpack_from("<Q", opaque, 16)[0]
+        extents = struct.unpack_from("<%dQ" % rank, opaque, 24)
+        strides = struct.unpack_from("<%dQ" % (rank - 1), opaque, 64)
+        box = struct.unpack_from("<%dH" % rank, opaque, 96)
+        return address, extents, strides, box
+
+    def test_maps_from_tensors_launch_by_value(self):
+        q_map, out_map = self.maps()
+        self.assertEqual((q_map.extents, q_map.strides), ((64, 16, 37), (192, self.q_dim)))
+        self.assertEqual((out_map.extents, out_map.strides), ((64, 16, 37), (64, 16 * 64)))
+        mla.mla_q_rope_extract_tma(q_map, out_map, self.tokens, self.nq, self.rope, module=self.mod)
+        (r,) = self.mod.records()
+        self.assertEqual(r.grid, (2, 3, 1))  # (ceil_div(nq, 8), ceil_div(tokens, 16), ceil_div(rope, 64))
+        self.assertEqual(len(r.args), 256)
+        self.assertEqual(r.args[:128], q_map.opaque())
+        self.assertEqual(r.args[128:], out_map.opaque())
+        self.assertEqual(self.decode(r.args[:128]), (0x7f0000100000 + 256, (64, 16, 37), (384, 2 * self.q_dim), (64, 8, 16)))
+        # Without module=: the maps' module.
+        mla.mla_q_rope_extract_tma(q_map, out_map, self.tokens, self.nq, self.rope)
+        self.assertEqual(len(self.mod.records()), 2)
+
+    def test_explicit_extents_and_strides(self):
+        flat = DLPackArray(0x7f0000100000, (self.tokens * self.q_dim,), 4, 16)
+        m = mla.mla_q_rope_extract_tma_q_map_encode(flat, extents=(64, 16, 37), strides=(192, self.q_dim),
+                                                    module=self.mod)
+        self.assertEqual(self.decode(m.opaque())[1:3], ((64, 16, 37), (384, 2 * self.q_dim)))
+
+    def test_refusals(self):
+        enc = mla.mla_q_rope_extract_tma_q_map_encode
+        for tensor, cls, text in (
+                (CudaArray(0x1000, (37, 16, 64), "<f4"), klaunch.DtypeError, "parameter tensor (bf16 tensor) has "
+                                                                               "__cuda_array_interface__ typestr '<f4'"),
+                (DLPackArray(0x1000, (37, 16, 64), 4, 16, strides=(2048, 128, 2)), klaunch.LayoutError,
+                 "has innermost stride 2; a tensor map reads dense rows"),
+                (DLPackArray(0x1000, (37, 1024), 4, 16), klaunch.LayoutError, "has 2 dimensions; the map has rank 3"),
+                (DLPackArray(0x1000, (37, 16, 64), 4, 16, device_type=1), klaunch.DeviceError, "cpu memory"),
+                (None, klaunch.NoneArgumentError, "is None"),
+                (DLPackArray(0x1002, (37, 16, 64), 4, 16), klaunch.TensorMapError, "is not 16-byte aligned")):
+            with self.assertRaises(cls) as e:
+                enc(tensor, module=self.mod)
+            self.assertIn(text, str(e.exception))
+            self.assertIn("kl_mla_q_rope_extract_tma_q_map_encode", str(e.exception))
+        with self.assertRaises(klaunch.ArgumentTypeError):
+            enc(self.q, extents=(64, 16), module=self.mod)
+        with self.assertRaises(klaunch.ArgumentTypeError):
+            enc(self.q, strides=("a", 1), module=self.mod)
+        q_map, out_map = self.maps()
+        launch = mla.mla_q_rope_extract_tma
+        for bad, cls in ((None, klaunch.NoneArgumentError), (self.q, klaunch.ArgumentTypeError),
+                         (0x1000, klaunch.ArgumentTypeError)):
+            with self.assertRaises(cls):
+                launch(bad, out_map, 37, 16, 64, module=self.mod)
+        # A map encoded on another backend (another module's): the C launcher's refusal.
+        other = mla.load_record(image=self.mod_text())
+        with self.assertRaises(klaunch.TensorMapError) as e:
+            launch(q_map, out_map, 37, 16, 64, module=other)
+        self.assertIn("tensor map q_map: the map was encoded by the record backend at", str(e.exception))
+        on1 = mla.load_record(image=self.mod_text(), device=1)
+        with self.assertRaises(klaunch.DeviceError):
+            launch(q_map, out_map, 37, 16, 64, module=on1)
+        self.assertEqual(self.mod.records(), [])
+
+    def mod_text(self):
+        return "klaunch-module 1\nfamily mla_prefill\nvariant mistral_small_4\nspec_hash %s\ncuda_arch 900a\n" % (
+            mla.SPEC_HASH) + "".join("const %s %d\n" % kv for kv in mla.VARIANTS["mistral_small_4"].items())
+
+
 if __name__ == "__main__":
     S.main()

@@ -96,6 +96,8 @@ KL__PY_EXPORT int kl__py_fatbin(const char *variant, const unsigned char **data,
     return 0;
 }
 
+KL__PY_EXPORT size_t kl__py_tensor_map_size(void) { return sizeof(kl_tensor_map); }
+
 /* kl_fill_marker */
 KL__PY_EXPORT kl_status kl__fill_marker_py(const kl__py_kernel *kl__k, int kl__check_only, uint32_t blocks, uint64_t kl__stream) {
     kl_status kl__st;

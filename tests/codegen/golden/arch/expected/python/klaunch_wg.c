@@ -97,6 +97,8 @@ KL__PY_EXPORT int kl__py_fatbin(const char *variant, const unsigned char **data,
     return 0;
 }
 
+KL__PY_EXPORT size_t kl__py_tensor_map_size(void) { return sizeof(kl_tensor_map); }
+
 /* kl_wg_gemm */
 KL__PY_EXPORT kl_status kl__wg_gemm_py(const kl__py_kernel *kl__k, int kl__check_only, uint64_t a, uint64_t c,
     uint32_t n, uint64_t kl__stream) {

@@ -96,6 +96,8 @@ KL__PY_EXPORT int kl__py_fatbin(const char *variant, const unsigned char **data,
     return 0;
 }
 
+KL__PY_EXPORT size_t kl__py_tensor_map_size(void) { return sizeof(kl_tensor_map); }
+
 /* kl_stencil3d */
 KL__PY_EXPORT kl_status kl__stencil3d_py(const kl__py_kernel *kl__k, int kl__check_only, uint64_t src,
     uint64_t dst, uint32_t nx, uint32_t ny, uint32_t nz, uint32_t bx, uint32_t by, uint32_t bz,

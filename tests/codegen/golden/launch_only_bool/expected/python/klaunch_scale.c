@@ -96,6 +96,8 @@ KL__PY_EXPORT int kl__py_fatbin(const char *variant, const unsigned char **data,
     return 0;
 }
 
+KL__PY_EXPORT size_t kl__py_tensor_map_size(void) { return sizeof(kl_tensor_map); }
+
 /* kl_scale_rows */
 KL__PY_EXPORT kl_status kl__scale_rows_py(const kl__py_kernel *kl__k, int kl__check_only, uint64_t x,
     uint64_t y, uint32_t cols, uint64_t row_stride, uint32_t rows, float alpha, bool accumulate,

@@ -99,6 +99,8 @@ KL__PY_EXPORT int kl__py_fatbin(const char *variant, const unsigned char **data,
     return 0;
 }
 
+KL__PY_EXPORT size_t kl__py_tensor_map_size(void) { return sizeof(kl_tensor_map); }
+
 /* kl_tile_rows */
 KL__PY_EXPORT kl_status kl__tile_rows_py(const kl__py_kernel *kl__k, int kl__check_only, uint64_t src,
     uint64_t dst, uint32_t n, uint32_t extra, uint64_t kl__stream) {

@@ -99,6 +99,8 @@ KL__PY_EXPORT int kl__py_fatbin(const char *variant, const unsigned char **data,
     return 0;
 }
 
+KL__PY_EXPORT size_t kl__py_tensor_map_size(void) { return sizeof(kl_tensor_map); }
+
 /* kl_tile_attn */
 KL__PY_EXPORT kl_status kl__tile_attn_py(const kl__py_kernel *kl__k, int kl__check_only, uint64_t q,
     uint64_t out, uint32_t seq_len, uint32_t head_dim, uint32_t heads, uint64_t kl__stream) {
