@@ -13,7 +13,8 @@ say() { echo "python/check.sh: $*" >&2; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# pip builds in place: its build/ and egg-info go with the venv.
+trap 'rm -rf "$work" build klaunch.egg-info' EXIT
 if ! python3 -m venv "$work/venv" >/dev/null 2>&1; then
   if [ "$(command -v python3)" = /usr/bin/python3 ]; then
     say "installing python3-venv (Debian packages)"
