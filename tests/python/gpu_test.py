@@ -284,6 +284,35 @@ class StreamsGraphsDevices(unittest.TestCase):
             pd.paged_decode_attn_bf16_gqa(p["q"], k, v, out, HostCai(), p["lens"], p["max_blocks"], 4, 32, 8, 128, 16,
                                           0.1, 4096, 0)
 
+    def test_fatbins_from_bytes_and_files(self):
+        import ctypes
+        import tempfile
+
+        data, size = ctypes.c_void_p(), ctypes.c_size_t()
+        if not pd._F.lib.kl__py_fatbin(b"gqa8_d128", ctypes.byref(data), ctypes.byref(size)):
+            self.skipTest("this library embeds no fatbin")
+        image = ctypes.string_at(data, size.value)
+        from_bytes = pd.load(variant="gqa8_d128", fatbin=image)
+        self.assertEqual((from_bytes.variant, from_bytes.backend), ("gqa8_d128", "cuda"))
+        with tempfile.NamedTemporaryFile(suffix=".fatbin") as f:
+            f.write(image)
+            f.flush()
+            from_file = pd.load(fatbin=f.name)  # the variant its metadata names
+            self.assertEqual(from_file.variant, "gqa8_d128")
+            with self.assertRaises(klaunch.VariantMismatchError):
+                pd.load(variant="gqa4_d128", fatbin=f.name)
+        p, k, v = small_decode()
+        out = torch.zeros_like(p["q"])
+        pd.paged_decode_attn_bf16(p["q"], k, v, out, p["tables"], p["lens"], p["max_blocks"], 4, 32, 8, 128, 16,
+                                  128 ** -0.5, 32 * 128, 0, module=from_file)
+        torch.cuda.synchronize()
+        close(self, out, self.reference(p, k, v), 2e-2, 2e-2, "from a file")
+        with self.assertRaises(klaunch.FileIoError):
+            pd.load(fatbin="/nonexistent/paged_decode_gqa8_d128.fatbin")
+        with self.assertRaises(klaunch.InvalidImageError):
+            pd.load(fatbin=b"\x50\xed\x55\xba" + b"\0" * 60)
+        pd.load(variant="gqa8_d128")  # the embedded one again, for the tests after
+
     def test_cupy_arrays(self):
         try:
             import cupy
