@@ -15,6 +15,7 @@ next to the family's kl_fatbin. For family F it makes, in one folder
   :F_python                   py_library of both, depending on //python:klaunch
                               (the runtime package), so `import klaunch_F` works
   :F_python_library           the library alone
+and kl_python_families adds :python_families, every family's :F_python.
 
 The headers and the module come from kl_family (`spec_package`, default
 //specs: :F_headers, :F_python_sources); the fatbins from :F_embed of this
@@ -74,6 +75,12 @@ def kl_python_family(name, spec_package = "//specs", embed = None, visibility = 
     )
 
 def kl_python_families(families, spec_package = "//specs", visibility = None):
-    """kl_python_family for every family of kl_fatbins' `families` dict."""
+    """kl_python_family for every family of kl_fatbins' `families` dict, and
+    :python_families, a py_library of all of them."""
     for family in families:
         kl_python_family(name = family, spec_package = spec_package, visibility = visibility)
+    native.py_library(
+        name = "python_families",
+        deps = [":%s_python" % f for f in families],
+        visibility = visibility,
+    )
