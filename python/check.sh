@@ -8,13 +8,14 @@
 # lacks it. Exit status: non-zero when any step failed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
+here=$PWD
 
 say() { echo "python/check.sh: $*" >&2; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 work=$(mktemp -d)
 # pip builds in place: its build/ and egg-info go with the venv.
-trap 'rm -rf "$work" build klaunch.egg-info' EXIT
+trap 'rm -rf "$work" "$here/build" "$here/klaunch.egg-info"' EXIT
 if ! python3 -m venv "$work/venv" >/dev/null 2>&1; then
   if [ "$(command -v python3)" = /usr/bin/python3 ]; then
     say "installing python3-venv (Debian packages)"
@@ -27,5 +28,5 @@ fi
 say "pip install ./python into a venv"
 "$work/venv/bin/pip" install -q --disable-pip-version-check .
 cd "$work"
-cp "$OLDPWD/pip_smoke_test.py" "$work/"
+cp "$here/pip_smoke_test.py" "$work/"
 "$work/venv/bin/python" "$work/pip_smoke_test.py" "$work/venv"
