@@ -55,10 +55,22 @@ SEED = int(os.environ.get("KLAUNCH_RENAME_SEED", "1"))
 TIMEOUT_S = 30
 
 
+def _yaml_under(top):
+    """The .yaml files below `top`, never through a linked folder: a Bazel
+    workspace under examples/ (external_workspace, after its check.sh ran)
+    holds bazel-* links into whole output trees. (Files may be links: the
+    runfiles tree is made of them.)"""
+    out = []
+    for d, dirs, files in os.walk(top):
+        dirs[:] = [x for x in dirs if not os.path.islink(os.path.join(d, x)) and not x.startswith("bazel-")]
+        out += [os.path.join(d, f) for f in files if f.endswith(".yaml")]
+    return out
+
+
 def seed_paths():
     found = glob.glob(os.path.join(support.ROOT, "specs", "*.yaml"))
-    found += glob.glob(os.path.join(support.ROOT, "tests", "**", "*.yaml"), recursive=True)
-    found += glob.glob(os.path.join(support.ROOT, "examples", "**", "*.yaml"), recursive=True)
+    found += _yaml_under(os.path.join(support.ROOT, "tests"))
+    found += _yaml_under(os.path.join(support.ROOT, "examples"))
     return sorted(p for p in set(found) if os.sep + "errors" + os.sep not in p)
 
 
