@@ -1,6 +1,8 @@
 /* paged_decode_split.h - split-KV (flash-decoding) helpers of the paged
- * decode family: the workspace size, the choice of num_splits, and whether
- * a GQA-packed kernel fits a shape. Hand-written, header-only, C99 and C++;
+ * decode family: the workspace size, the choice of num_splits, the
+ * persistent launchers' grid, workspace and counters, which GQA-packed
+ * launcher to call, and whether a GQA-packed kernel fits a shape.
+ * Hand-written, header-only, C99 and C++;
  * needs only klaunch.h (every function is static inline).
  *
  * USE
@@ -44,6 +46,11 @@
  *   Bytes: 4 * num_seqs * num_splits * num_q_heads * (head_dim + 2)
  *   (kl_paged_decode_split_workspace_bytes). The launchers check the
  *   workspace_bytes argument against the same formula.
+ *
+ * CHOOSING A LAUNCHER (kl_paged_decode_gqa_pick)
+ *   From the shape, whether the copy-engine (*_gqa_bulk, sm_90a) launchers
+ *   load, and whether the caller keeps the persistent launchers' workspace
+ *   and counters; the function's comment says why, from counts.
  *
  * CHOOSING num_splits (kl_paged_decode_num_splits)
  *   See the function. It returns 1 when the seed grid already keeps the
@@ -186,10 +193,8 @@ static inline uint32_t kl_paged_decode_num_splits(uint32_t num_seqs, uint32_t nu
  *       kl_paged_decode_persist_bf16_gqa_mma(&k, q, kc, vc, out, tables, lens, max_blocks,
  *           num_seqs, 32, 8, 128, 16, 0.088f, 4096, 0, workspace, counters, ctas, ws, nc, stream);
  *
- * Which to call (H200, docs/PERFORMANCE.md): where kl_paged_decode_num_splits
- * returns more than 1 (few, long sequences) the persistent launcher (1 x
- * 32768: 1.03x the split partial + PDL combine, one launch); where it
- * returns 1 the _mma seed launcher (32 x 4096: 1.02x the persistent one).
+ * Which to call: kl_paged_decode_gqa_pick (below) says, from the shape and
+ * whether the copy-engine launchers load on this device.
  */
 
 /* Bytes of workspace: 8 * num_ctas * pack_width * (head_dim + 2); UINT64_MAX
@@ -247,6 +252,72 @@ static inline uint32_t kl_paged_decode_persist_ctas(uint32_t num_seqs, uint32_t 
     window = (sliding_window != 0u && sliding_window < max_seq_len) ? sliding_window : max_seq_len;
     tiles = units * (window == 0u ? 1u : ((uint64_t)window + 15u) / 16u);
     return (uint32_t)(tiles < n ? tiles : n);
+}
+
+/* ---- which GQA-packed launcher (kl_paged_decode_gqa_pick) ----
+ *
+ * The GQA-packed launchers of one cache type, all with the same function
+ * and numerics (specs/paged_decode.yaml):
+ *   KL_PAGED_DECODE_GQA_MMA_SEED      paged_decode_attn_{bf16,fp8}_gqa_mma
+ *   KL_PAGED_DECODE_GQA_MMA_SPLIT     paged_decode_split_{bf16,fp8}_gqa_mma at
+ *                                     kl_paged_decode_num_splits + the (PDL) combine
+ *   KL_PAGED_DECODE_GQA_MMA_PERSIST   paged_decode_persist_{bf16,fp8}_gqa_mma at
+ *                                     kl_paged_decode_persist_ctas
+ *   KL_PAGED_DECODE_GQA_BULK_SEED     paged_decode_attn_{bf16,fp8}_gqa_bulk
+ *   KL_PAGED_DECODE_GQA_BULK_PERSIST  paged_decode_persist_{bf16,fp8}_gqa_bulk at
+ *                                     kl_paged_decode_persist_ctas
+ * have_bulk: the *_gqa_bulk handles load (kl_X_get returned KL_SUCCESS:
+ * an sm_90a image on an H100/H200; KL_ERROR_UNSUPPORTED elsewhere).
+ * persistent_ok: the caller keeps the persistent launchers' workspace and
+ * zeroed counters (above); without them the seed-grid or split launchers.
+ *
+ * The rule, and why (counts: docs/PERFORMANCE.md, "Decode past the scalar
+ * limit"; H200: 132 SMs, copy ~4.2 TB/s = 16.1 bytes a cycle an SM):
+ *   have_bulk, persistent_ok -> BULK_PERSIST, whatever the shape.
+ *   have_bulk, not           -> BULK_SEED.
+ *   else persistent_ok and kl_paged_decode_num_splits(...) > 1 -> MMA_PERSIST;
+ *   else that count > 1 -> MMA_SPLIT; else MMA_SEED.
+ * - Bytes in flight. An SM streams 16.1 bytes a cycle only with about
+ *   latency x rate bytes outstanding (1-2 us under load: 32-64 KB). The
+ *   _mma kernels hold them in the tensor-core warps' registers: at most 8
+ *   warps x 8 KiB (bf16) or 8 x 2 x 4 KiB (fp8) = 64 KiB, and a warp
+ *   issues its next tile only between computing two, so measured 0.97
+ *   (bf16) and 0.78 (fp8) of copy at 32 x 4096. The bulk kernels keep a
+ *   128 KiB shared-memory ring full from one producer warp (16 x 8 KiB
+ *   or 32 x 4 KiB tiles), independent of the consumers' progress.
+ * - Consumer work per byte (SASS, bench/decode/sass_count.py): the bulk
+ *   consumers' tile loop reads the ring with 16 (bf16) / 8 (fp8)
+ *   ld.shared.v4 and has no address arithmetic or table walk; the fp8
+ *   loop's instructions per cache byte fall below the bf16 _mma loop's
+ *   (the counts are in docs/PERFORMANCE.md), so fp8 is memory-bound too.
+ * - Persistent over seed grid with the bulk core: the producer streams
+ *   across a block's units, so a block ramps once (32 x 4096 at 128
+ *   blocks: 1 ramp a block instead of the seed grid's 2 waves of 256
+ *   blocks, each with its ramp), cut units (1 x 32768) merge in one L2
+ *   round trip, and it is a programmatic dependent launch.
+ * - Without the bulk launchers: as measured on the H200 (docs/
+ *   PERFORMANCE.md, 2026-12-02): the persistent _mma launcher 1.03x the
+ *   split path where num_splits > 1, the _mma seed grid 1.02x the
+ *   persistent one where it is 1.
+ * Returns KL_PAGED_DECODE_GQA_MMA_SEED for degenerate shapes (as
+ * kl_paged_decode_num_splits returns 1). */
+typedef enum kl_paged_decode_gqa_path {
+    KL_PAGED_DECODE_GQA_MMA_SEED = 0,
+    KL_PAGED_DECODE_GQA_MMA_SPLIT = 1,
+    KL_PAGED_DECODE_GQA_MMA_PERSIST = 2,
+    KL_PAGED_DECODE_GQA_BULK_SEED = 3,
+    KL_PAGED_DECODE_GQA_BULK_PERSIST = 4
+} kl_paged_decode_gqa_path;
+
+static inline kl_paged_decode_gqa_path kl_paged_decode_gqa_pick(uint32_t num_seqs, uint32_t num_kv_heads,
+                                                                uint32_t max_seq_len, uint32_t sliding_window,
+                                                                uint32_t block_size, uint32_t sm_count,
+                                                                bool have_bulk, bool persistent_ok) {
+    uint32_t splits;
+    if (have_bulk) return persistent_ok ? KL_PAGED_DECODE_GQA_BULK_PERSIST : KL_PAGED_DECODE_GQA_BULK_SEED;
+    splits = kl_paged_decode_num_splits(num_seqs, num_kv_heads, max_seq_len, sliding_window, block_size, sm_count);
+    if (splits <= 1u) return KL_PAGED_DECODE_GQA_MMA_SEED;
+    return persistent_ok ? KL_PAGED_DECODE_GQA_MMA_PERSIST : KL_PAGED_DECODE_GQA_MMA_SPLIT;
 }
 
 /* Does the GQA-packed kernel `gqa_kernel` (a handle from

@@ -548,10 +548,17 @@ template <int NH, int HD> struct paged_decode__gqa_smem {
 /* The block's merge of the packed cores: every warp has left its state per
  * head in sm (m, l and the accumulator row; m = -inf for none); after the
  * barrier each thread merges elements of the NH x HD output over the 8
- * warps (log-sum-exp rescale to the common max) and hands them to Out::put. */
+ * warps (log-sum-exp rescale to the common max) and hands them to Out::put.
+ * The barrier is __syncthreads, or with bar != 0 the named barrier bar of
+ * the 8 warps (threads 0 .. 255) when the block has other warps besides
+ * them (the bulk kernels' producer). */
 template <int NH, int HD, class Out>
-static __device__ __forceinline__ void paged_decode__gqa_merge(paged_decode__gqa_smem<NH, HD> &sm, const Out &out) {
-    __syncthreads();
+static __device__ __forceinline__ void paged_decode__gqa_merge(paged_decode__gqa_smem<NH, HD> &sm, const Out &out,
+                                                               uint32_t bar = 0u) {
+    if (bar == 0u)
+        __syncthreads();
+    else
+        kl__bar_sync(bar, PAGED_DECODE__THREADS);
     for (uint32_t i = threadIdx.x; i < (uint32_t)(NH * HD); i += PAGED_DECODE__THREADS) {
         const uint32_t h = i / HD, d = i % HD;
         float mm = -INFINITY;

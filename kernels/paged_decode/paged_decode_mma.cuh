@@ -167,6 +167,194 @@ template <bool FP8> struct paged_decode__mma_tile {
     uint32_t v[4][VW];
 };
 
+/* ---- the fragment layout, as pieces both cores share ------------------------ */
+
+/* Which physical head dims a lane's fragment elements are. The products do
+ * not care, as long as Q and K agree (kdim) and the output goes back where
+ * V's dims came from (vdim): lane (g, t) holds K dims kdim(t, 0 .. 31) of
+ * its two rows (k-step j: elements 4j, 4j + 1 are the fragment's dims 2t,
+ * 2t + 1; 4j + 2, 4j + 3 are 2t + 8, 2t + 9) and V dims vdim(g, 0 .. 15) of
+ * its four rows (m-tile i: element 2i is row g, 2i + 1 row g + 8), each
+ * split as a lane's base plus an element's offset (kbase(t) + koff(i),
+ * vbase(g) + voff(i)). The
+ * register-load core takes contiguous runs (one lane's dims are one span of
+ * global memory, read with 16-byte loads): */
+struct paged_decode__mma_dims_linear {
+    /* kdim(t, i) = kbase(t) + koff(i), vdim(g, i) = vbase(g) + voff(i) */
+    static __device__ __forceinline__ constexpr uint32_t kbase(uint32_t t) { return 32u * t; }
+    static __device__ __forceinline__ constexpr uint32_t koff(uint32_t i) { return i; }
+    static __device__ __forceinline__ constexpr uint32_t vbase(uint32_t g) { return 16u * g; }
+    static __device__ __forceinline__ constexpr uint32_t voff(uint32_t i) { return i; }
+};
+
+/* Q's A fragments for lane (g, t): qa[j][0] = Q[g][kdim(t, 4j + {0,1})],
+ * qa[j][1] = Q[g][kdim(t, 4j + {2,3})] (rows g + 8 are zero, passed as 0).
+ * F16 (fp8 caches): Q scaled by a power of two that puts the group's max |q|
+ * in [2^14, 2^15) and rounded to f16; the power of two is taken out of
+ * score_scale again (exact). Every lane of the warp takes part (a shuffle). */
+template <bool F16, int NH, class Dims>
+static __device__ __forceinline__ void paged_decode__mma_q(uint32_t (&qa)[8][2], const __nv_bfloat16 *__restrict__ q_grp,
+                                                           uint32_t g, uint32_t t, bool head_lane, float &score_scale) {
+    constexpr int HD = 128;
+    const unsigned short *qb = reinterpret_cast<const unsigned short *>(q_grp) + g * HD + Dims::kbase(t);
+    float qf[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) qf[i] = head_lane ? paged_decode__bf16_bits(qb[Dims::koff((uint32_t)i)]) : 0.0f;
+    if constexpr (F16) {
+        /* A power of two that puts the group's max |q| in [2^14, 2^15). */
+        float amax = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 32; ++i) amax = fmaxf(amax, fabsf(qf[i]));
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(PAGED_DECODE__FULL, amax, o));
+        int e = (int)((__float_as_uint(amax) >> 23) & 0xffu); /* biased exponent */
+        e = e < 14 ? 14 : (e > 254 ? 254 : e);                /* zero, tiny, inf/NaN: stay finite */
+        const float qs = __uint_as_float((uint32_t)(268 - e) << 23); /* 2^(141 - e) = 2^14 / 2^(e - 127) */
+#pragma unroll
+        for (int i = 0; i < 32; ++i) qf[i] *= qs;
+        score_scale /= qs; /* exact: a power of two */
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        qa[j][0] = paged_decode__pack2<F16>(qf[4 * j], qf[4 * j + 1]);
+        qa[j][1] = paged_decode__pack2<F16>(qf[4 * j + 2], qf[4 * j + 3]);
+    }
+}
+
+/* One tile of 16 positions [p0, p0 + 16) of a warp, its raw words in x (as
+ * paged_decode__mma_tile lays them out: masked positions' V words zero):
+ * S = Q K^T, the online softmax of head g over the positions in [begin,
+ * end), O^T += V^T P^T. m, l: head g's running max and this lane's share of
+ * its sum; o: O^T's accumulators. Every lane of the warp takes part. A
+ * closure over the warp's state (what a lambda of the core would capture:
+ * ptxas allocates the _mma cores' registers the same as for their own
+ * lambda, which a function with these parameters did not). */
+template <bool FP8, int NH> struct paged_decode__mma_step {
+    const uint32_t (&qa)[8][2];
+    float (&o)[8][4];
+    float &m, &l;
+    const float &score_scale;
+    const bool &head_lane;
+    const uint32_t &t, &begin, &end;
+    __device__ __forceinline__ void operator()(const paged_decode__mma_tile<FP8> &x, uint32_t tile) const {
+    constexpr bool F16 = FP8; /* MMA input type: f16 for fp8 caches, bf16 for bf16 */
+    const uint32_t p0 = tile * 16u;
+    /* S: two n-tiles of 8 positions. */
+    float s[2][4];
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+        s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            uint32_t b0, b1;
+            if constexpr (FP8) {
+                b0 = paged_decode__e4m3x2_f16x2(x.k[n][j]);
+                b1 = paged_decode__e4m3x2_f16x2(x.k[n][j] >> 16);
+            } else {
+                b0 = x.k[n][2 * j];
+                b1 = x.k[n][2 * j + 1];
+            }
+            paged_decode__mma<F16>(s[n], qa[j][0], 0u, qa[j][1], 0u, b0, b1);
+        }
+    }
+    /* Head g's scores at positions p0 + 8n + 2t + c (c = 0, 1). */
+    float sc[2][2];
+    float mx = -INFINITY;
+    const bool interior = p0 >= begin && p0 + 16u <= end;
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+            const uint32_t pos = p0 + 8u * (uint32_t)n + 2u * t + (uint32_t)c;
+            const bool val = head_lane && (interior || (pos >= begin && pos < end));
+            sc[n][c] = val ? s[n][c] * score_scale : -INFINITY;
+            mx = fmaxf(mx, sc[n][c]);
+        }
+    mx = fmaxf(mx, __shfl_xor_sync(PAGED_DECODE__FULL, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(PAGED_DECODE__FULL, mx, 2));
+    const float mn = fmaxf(m, mx);
+    const bool none = mn == -INFINITY; /* nothing seen yet for this head */
+    const float alpha = none ? 1.0f : paged_decode__exp2(m - mn);
+    float p[2][2];
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) p[n][c] = none ? 0.0f : paged_decode__exp2(sc[n][c] - mn);
+    l = fmaf(l, alpha, (p[0][0] + p[0][1]) + (p[1][0] + p[1][1]));
+    m = mn;
+    /* O's columns are heads 2t and 2t + 1: their alphas live in lanes 8t and 8t + 4. */
+    if (__any_sync(PAGED_DECODE__FULL, alpha != 1.0f)) {
+        const float a0 = __shfl_sync(PAGED_DECODE__FULL, alpha, 8u * t);
+        const float a1 = __shfl_sync(PAGED_DECODE__FULL, alpha, 8u * t + 4u);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            o[i][0] *= a0;
+            o[i][1] *= a1;
+            o[i][2] *= a0;
+            o[i][3] *= a1;
+        }
+    }
+    const uint32_t pb0 = paged_decode__pack2<F16>(p[0][0], p[0][1]);
+    const uint32_t pb1 = paged_decode__pack2<F16>(p[1][0], p[1][1]);
+    /* bf16 keeps 8 bits of p: its rounding error would show in outputs
+     * near zero. So p = hi + lo, both bf16 (16 bits together), and P.V
+     * is two MMAs. f16's 11 bits are enough for fp8's 4-bit values. */
+    uint32_t pl0 = 0u, pl1 = 0u;
+    if constexpr (!F16) {
+        const float2 h0 = paged_decode__bf16x2_float2(pb0), h1 = paged_decode__bf16x2_float2(pb1);
+        pl0 = paged_decode__pack2<false>(p[0][0] - h0.x, p[0][1] - h0.y);
+        pl1 = paged_decode__pack2<false>(p[1][0] - h1.x, p[1][1] - h1.y);
+    }
+    /* O^T += V^T P^T over 8 m-tiles of 16 dims. */
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        uint32_t a0, a1, a2, a3;
+        if constexpr (FP8) {
+            const uint32_t sel = (i & 1) ? 0x7362u : 0x5140u; /* bytes 2,3 or 0,1 of both rows */
+            const uint32_t lo = __byte_perm(x.v[0][i >> 1], x.v[1][i >> 1], sel);
+            const uint32_t hi = __byte_perm(x.v[2][i >> 1], x.v[3][i >> 1], sel);
+            a0 = paged_decode__e4m3x2_f16x2(lo);
+            a1 = paged_decode__e4m3x2_f16x2(lo >> 16);
+            a2 = paged_decode__e4m3x2_f16x2(hi);
+            a3 = paged_decode__e4m3x2_f16x2(hi >> 16);
+        } else {
+            a0 = __byte_perm(x.v[0][i], x.v[1][i], 0x5410u);
+            a1 = __byte_perm(x.v[0][i], x.v[1][i], 0x7632u);
+            a2 = __byte_perm(x.v[2][i], x.v[3][i], 0x5410u);
+            a3 = __byte_perm(x.v[2][i], x.v[3][i], 0x7632u);
+        }
+        paged_decode__mma<F16>(o[i], a0, a1, a2, a3, pb0, pb1);
+        if constexpr (!F16) paged_decode__mma<false>(o[i], a0, a1, a2, a3, pl0, pl1);
+    }
+    }
+};
+
+/* A warp's state after its last tile, into the block's merge scratch:
+ * head g's (m, l) (l summed over its 4 lanes here) and O^T's accumulators
+ * at dims vdim(g, .) of heads 2t, 2t + 1. Every lane takes part. */
+template <int NH, class Dims>
+static __device__ __forceinline__ void paged_decode__mma_leave(paged_decode__gqa_smem<NH, 128> &sm, uint32_t warp,
+                                                               uint32_t g, uint32_t t, bool head_lane, float m,
+                                                               float l, const float (&o)[8][4]) {
+    l += __shfl_xor_sync(PAGED_DECODE__FULL, l, 1);
+    l += __shfl_xor_sync(PAGED_DECODE__FULL, l, 2);
+    if (head_lane && t == 0u) {
+        sm.m[warp][g] = m;
+        sm.l[warp][g] = l;
+    }
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+        const uint32_t h = 2u * t + (uint32_t)c;
+        if (h < (uint32_t)NH) {
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                sm.acc[warp][h][Dims::vbase(g) + Dims::voff(2u * (uint32_t)i)] = o[i][c];
+                sm.acc[warp][h][Dims::vbase(g) + Dims::voff(2u * (uint32_t)i + 1u)] = o[i][2 + c];
+            }
+        }
+    }
+}
+
 /* ---- the core ---------------------------------------------------------------- */
 
 /* One (KV head, sequence or split) with its NH query heads, head dim 128,
@@ -197,31 +385,7 @@ static __device__ __forceinline__ void paged_decode__mma_core(
     /* Q's A fragments: qa[j][0] = dims 32t + 4j + {0,1}, qa[j][1] = + {2,3},
      * head g (rows g + 8 are zero, passed as 0). */
     uint32_t qa[8][2];
-    {
-        const unsigned short *qb = reinterpret_cast<const unsigned short *>(q_grp) + g * HD + 32u * t;
-        float qf[32];
-#pragma unroll
-        for (int i = 0; i < 32; ++i) qf[i] = head_lane ? paged_decode__bf16_bits(qb[i]) : 0.0f;
-        if constexpr (F16) {
-            /* A power of two that puts the group's max |q| in [2^14, 2^15). */
-            float amax = 0.0f;
-#pragma unroll
-            for (int i = 0; i < 32; ++i) amax = fmaxf(amax, fabsf(qf[i]));
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(PAGED_DECODE__FULL, amax, o));
-            int e = (int)((__float_as_uint(amax) >> 23) & 0xffu); /* biased exponent */
-            e = e < 14 ? 14 : (e > 254 ? 254 : e);                /* zero, tiny, inf/NaN: stay finite */
-            const float qs = __uint_as_float((uint32_t)(268 - e) << 23); /* 2^(141 - e) = 2^14 / 2^(e - 127) */
-#pragma unroll
-            for (int i = 0; i < 32; ++i) qf[i] *= qs;
-            score_scale /= qs; /* exact: a power of two */
-        }
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            qa[j][0] = paged_decode__pack2<F16>(qf[4 * j], qf[4 * j + 1]);
-            qa[j][1] = paged_decode__pack2<F16>(qf[4 * j + 2], qf[4 * j + 3]);
-        }
-    }
+    paged_decode__mma_q<F16, NH, paged_decode__mma_dims_linear>(qa, q_grp, g, t, head_lane, score_scale);
 
     float o[8][4]; /* O^T: m-tile i, (dim 16g + 2i | + 1) x (head 2t | 2t + 1) */
 #pragma unroll
@@ -315,96 +479,7 @@ static __device__ __forceinline__ void paged_decode__mma_core(
         }
     };
 
-    auto compute = [&](const Tile &x, uint32_t tile) {
-        const uint32_t p0 = tile * 16u;
-        /* S: two n-tiles of 8 positions. */
-        float s[2][4];
-#pragma unroll
-        for (int n = 0; n < 2; ++n) {
-            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-                uint32_t b0, b1;
-                if constexpr (FP8) {
-                    b0 = paged_decode__e4m3x2_f16x2(x.k[n][j]);
-                    b1 = paged_decode__e4m3x2_f16x2(x.k[n][j] >> 16);
-                } else {
-                    b0 = x.k[n][2 * j];
-                    b1 = x.k[n][2 * j + 1];
-                }
-                paged_decode__mma<F16>(s[n], qa[j][0], 0u, qa[j][1], 0u, b0, b1);
-            }
-        }
-        /* Head g's scores at positions p0 + 8n + 2t + c (c = 0, 1). */
-        float sc[2][2];
-        float mx = -INFINITY;
-        const bool interior = p0 >= begin && p0 + 16u <= end;
-#pragma unroll
-        for (int n = 0; n < 2; ++n)
-#pragma unroll
-            for (int c = 0; c < 2; ++c) {
-                const uint32_t pos = p0 + 8u * (uint32_t)n + 2u * t + (uint32_t)c;
-                const bool val = head_lane && (interior || (pos >= begin && pos < end));
-                sc[n][c] = val ? s[n][c] * score_scale : -INFINITY;
-                mx = fmaxf(mx, sc[n][c]);
-            }
-        mx = fmaxf(mx, __shfl_xor_sync(PAGED_DECODE__FULL, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(PAGED_DECODE__FULL, mx, 2));
-        const float mn = fmaxf(m, mx);
-        const bool none = mn == -INFINITY; /* nothing seen yet for this head */
-        const float alpha = none ? 1.0f : paged_decode__exp2(m - mn);
-        float p[2][2];
-#pragma unroll
-        for (int n = 0; n < 2; ++n)
-#pragma unroll
-            for (int c = 0; c < 2; ++c) p[n][c] = none ? 0.0f : paged_decode__exp2(sc[n][c] - mn);
-        l = fmaf(l, alpha, (p[0][0] + p[0][1]) + (p[1][0] + p[1][1]));
-        m = mn;
-        /* O's columns are heads 2t and 2t + 1: their alphas live in lanes 8t and 8t + 4. */
-        if (__any_sync(PAGED_DECODE__FULL, alpha != 1.0f)) {
-            const float a0 = __shfl_sync(PAGED_DECODE__FULL, alpha, 8u * t);
-            const float a1 = __shfl_sync(PAGED_DECODE__FULL, alpha, 8u * t + 4u);
-#pragma unroll
-            for (int i = 0; i < 8; ++i) {
-                o[i][0] *= a0;
-                o[i][1] *= a1;
-                o[i][2] *= a0;
-                o[i][3] *= a1;
-            }
-        }
-        const uint32_t pb0 = paged_decode__pack2<F16>(p[0][0], p[0][1]);
-        const uint32_t pb1 = paged_decode__pack2<F16>(p[1][0], p[1][1]);
-        /* bf16 keeps 8 bits of p: its rounding error would show in outputs
-         * near zero. So p = hi + lo, both bf16 (16 bits together), and P.V
-         * is two MMAs. f16's 11 bits are enough for fp8's 4-bit values. */
-        uint32_t pl0 = 0u, pl1 = 0u;
-        if constexpr (!F16) {
-            const float2 h0 = paged_decode__bf16x2_float2(pb0), h1 = paged_decode__bf16x2_float2(pb1);
-            pl0 = paged_decode__pack2<false>(p[0][0] - h0.x, p[0][1] - h0.y);
-            pl1 = paged_decode__pack2<false>(p[1][0] - h1.x, p[1][1] - h1.y);
-        }
-        /* O^T += V^T P^T over 8 m-tiles of 16 dims. */
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            uint32_t a0, a1, a2, a3;
-            if constexpr (FP8) {
-                const uint32_t sel = (i & 1) ? 0x7362u : 0x5140u; /* bytes 2,3 or 0,1 of both rows */
-                const uint32_t lo = __byte_perm(x.v[0][i >> 1], x.v[1][i >> 1], sel);
-                const uint32_t hi = __byte_perm(x.v[2][i >> 1], x.v[3][i >> 1], sel);
-                a0 = paged_decode__e4m3x2_f16x2(lo);
-                a1 = paged_decode__e4m3x2_f16x2(lo >> 16);
-                a2 = paged_decode__e4m3x2_f16x2(hi);
-                a3 = paged_decode__e4m3x2_f16x2(hi >> 16);
-            } else {
-                a0 = __byte_perm(x.v[0][i], x.v[1][i], 0x5410u);
-                a1 = __byte_perm(x.v[0][i], x.v[1][i], 0x7632u);
-                a2 = __byte_perm(x.v[2][i], x.v[3][i], 0x5410u);
-                a3 = __byte_perm(x.v[2][i], x.v[3][i], 0x7632u);
-            }
-            paged_decode__mma<F16>(o[i], a0, a1, a2, a3, pb0, pb1);
-            if constexpr (!F16) paged_decode__mma<false>(o[i], a0, a1, a2, a3, pl0, pl1);
-        }
-    };
+    const paged_decode__mma_step<FP8, NH> compute{qa, o, m, l, score_scale, head_lane, t, begin, end};
 
     /* The pipeline: NBUF buffers in turn; before tile k is computed, the
      * loads of tiles k + 1 .. k + NBUF - 1 have been issued. The trip count
@@ -429,23 +504,7 @@ static __device__ __forceinline__ void paged_decode__mma_core(
     }
 
     /* Head g's sum over its 4 lanes; then the block merge. */
-    l += __shfl_xor_sync(PAGED_DECODE__FULL, l, 1);
-    l += __shfl_xor_sync(PAGED_DECODE__FULL, l, 2);
-    if (head_lane && t == 0u) {
-        sm.m[warp][g] = m;
-        sm.l[warp][g] = l;
-    }
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-        const uint32_t h = 2u * t + (uint32_t)c;
-        if (h < (uint32_t)NH) {
-#pragma unroll
-            for (int i = 0; i < 8; ++i) {
-                sm.acc[warp][h][16u * g + 2u * i] = o[i][c];
-                sm.acc[warp][h][16u * g + 2u * i + 1u] = o[i][2 + c];
-            }
-        }
-    }
+    paged_decode__mma_leave<NH, paged_decode__mma_dims_linear>(sm, warp, g, t, head_lane, m, l, o);
     paged_decode__gqa_merge<NH, HD>(sm, out);
 }
 

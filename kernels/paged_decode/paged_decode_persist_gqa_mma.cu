@@ -68,6 +68,7 @@
  */
 
 #include "paged_decode_mma.cuh"
+#include "paged_decode_persist.cuh"
 
 #if !defined(DECODE_GQA_PACK_WIDTH) || !defined(DECODE_GQA_PACK_HEAD_DIM)
 #error "klaunch/paged_decode.cuh did not define the GQA pack constants; regenerate it from specs/paged_decode.yaml"
@@ -96,68 +97,6 @@ struct paged_decode__persist_plan {
     uint64_t red[PAGED_DECODE__WARPS];
 };
 
-/* A piece's result: the output rows (a unit covered whole) or the block's
- * partial record (a cut unit), as the plan says (read once the core is
- * done, after its barriers). */
-struct paged_decode__out_persist {
-    const paged_decode__persist_plan *plan;
-    float scale;
-    __device__ __forceinline__ void put(uint32_t h, uint32_t d, uint32_t head_dim, float m, float l, float o) const {
-        if (plan->whole) {
-            plan->orow[h * head_dim + d] = __float2bfloat16_rn(l > 0.0f ? o * (scale / l) : 0.0f);
-        } else {
-            plan->racc[h * head_dim + d] = o * scale;
-            if (d == 0u) {
-                plan->rml[2u * h] = m;
-                plan->rml[2u * h + 1u] = l;
-            }
-        }
-    }
-};
-
-/* Sequence s's window [*wb, *we) and its tiles per unit (1 for none). */
-static __device__ __forceinline__ uint32_t paged_decode__unit_tiles(const int32_t *seq_lens, uint32_t s,
-                                                                    uint32_t sliding_window,
-                                                                    uint32_t max_blocks_per_seq,
-                                                                    uint32_t block_size, uint32_t *wb,
-                                                                    uint32_t *we) {
-    paged_decode__range(seq_lens[s], sliding_window, max_blocks_per_seq, block_size, wb, we);
-    return *wb < *we ? (*we - 1u) / 16u - *wb / 16u + 1u : 1u;
-}
-
-/* The first tile of block b of nb: floor(b * total / nb) without overflow
- * (q = total / nb, r = total % nb; b <= nb <= 65535, so b * r < 2^32). */
-static __device__ __forceinline__ uint64_t paged_decode__cta_first(uint32_t b, uint64_t q, uint32_t r, uint32_t nb) {
-    return (uint64_t)b * q + (uint32_t)(b * r) / nb;
-}
-
-/* The block whose tiles hold tile x: the largest b < nb with first(b) <= x. */
-static __device__ __forceinline__ uint32_t paged_decode__cta_of(uint64_t x, uint64_t q, uint32_t r, uint32_t nb) {
-    uint32_t lo = 0, hi = nb - 1u;
-    while (lo < hi) {
-        const uint32_t mid = lo + (hi - lo + 1u) / 2u;
-        if (paged_decode__cta_first(mid, q, r, nb) <= x)
-            lo = mid;
-        else
-            hi = mid - 1u;
-    }
-    return lo;
-}
-
-/* Block-wide sum of v (every thread gets it). Uses plan.red; ends with a barrier. */
-static __device__ __forceinline__ uint64_t paged_decode__block_sum(paged_decode__persist_plan &plan, uint64_t v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(PAGED_DECODE__FULL, v, (uint32_t)o);
-    const uint32_t warp = threadIdx.x >> 5;
-    if ((threadIdx.x & 31u) == 0u) plan.red[warp] = v;
-    __syncthreads();
-    uint64_t t = 0;
-#pragma unroll
-    for (int w = 0; w < PAGED_DECODE__WARPS; ++w) t += plan.red[w];
-    __syncthreads();
-    return t;
-}
-
 /* Scratch of the merge: one round's records, their (m, l) per head. */
 #define PAGED_DECODE__MERGE_ROUND 32
 template <int NH> struct paged_decode__merge_smem {
@@ -165,25 +104,6 @@ template <int NH> struct paged_decode__merge_smem {
     float l[PAGED_DECODE__MERGE_ROUND][NH];
     uint32_t rec[PAGED_DECODE__MERGE_ROUND]; /* b * 2 + slot */
 };
-
-/* V consecutive floats from the L2 (ld.global.cg: written in this launch);
- * one vector load when VEC (p aligned to V floats). */
-template <int V, bool VEC>
-static __device__ __forceinline__ void paged_decode__ldcg_v(const float *p, float (&v)[V]) {
-    if constexpr (!VEC) {
-#pragma unroll
-        for (int i = 0; i < V; ++i) v[i] = __ldcg(p + i);
-    } else if constexpr (V == 4) {
-        const float4 t = __ldcg(reinterpret_cast<const float4 *>(p));
-        v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
-    } else if constexpr (V == 2) {
-        const float2 t = __ldcg(reinterpret_cast<const float2 *>(p));
-        v[0] = t.x, v[1] = t.y;
-    } else {
-        static_assert(V == 1, "1, 2 or 4 floats");
-        v[0] = __ldcg(p);
-    }
-}
 
 /* The cut unit (s, kvh) starting at tile su is complete: merge its records
  * of blocks b0 .. b1 in block order into its NH output rows.
@@ -269,12 +189,9 @@ static __device__ __forceinline__ void paged_decode__persist(
     if (num_seqs == 0u) return;
 
     /* All tiles: num_kv_heads units per sequence. */
-    uint64_t mine = 0;
-    for (uint32_t s = tid; s < num_seqs; s += PAGED_DECODE__THREADS) {
-        uint32_t wb, we;
-        mine += paged_decode__unit_tiles(seq_lens, s, sliding_window, max_blocks_per_seq, block_size, &wb, &we);
-    }
-    const uint64_t total = paged_decode__block_sum(plan, mine) * num_kv_heads;
+    const uint64_t total = paged_decode__persist_total<PAGED_DECODE__THREADS>(plan, seq_lens, num_seqs, num_kv_heads,
+                                                                             sliding_window, max_blocks_per_seq,
+                                                                             block_size);
     /* The tiles are divided among nt = min(nb, total) blocks, so that each
      * of them has at least one (then a unit's pieces are the blocks b0 ..
      * b1 that hold its first and last tile, all of them); blocks past nt
@@ -286,44 +203,9 @@ static __device__ __forceinline__ void paged_decode__persist(
     const uint64_t first = paged_decode__cta_first(b, tq, tr, nt);
     const uint64_t stop = paged_decode__cta_first(b + 1u, tq, tr, nt);
 
-    /* The sequence holding tile `first`: a block scan of the sequences'
-     * tiles, 256 sequences at a time. */
-    if (tid == 0u) plan.seq = 0xffffffffu;
-    uint64_t run = 0; /* tiles of the sequences before this chunk */
-    for (uint32_t c = 0; c < num_seqs; c += PAGED_DECODE__THREADS) {
-        const uint32_t s = c + tid;
-        uint32_t wb = 0, we = 0, t = 0;
-        if (s < num_seqs)
-            t = paged_decode__unit_tiles(seq_lens, s, sliding_window, max_blocks_per_seq, block_size, &wb, &we);
-        const uint64_t v = (uint64_t)t * num_kv_heads;
-        uint64_t incl = v;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const uint64_t u = __shfl_up_sync(PAGED_DECODE__FULL, incl, (uint32_t)o);
-            if ((tid & 31u) >= (uint32_t)o) incl += u;
-        }
-        const uint32_t warp = tid >> 5;
-        if ((tid & 31u) == 31u) plan.red[warp] = incl;
-        __syncthreads();
-        uint64_t before = 0, chunk = 0;
-#pragma unroll
-        for (int w = 0; w < PAGED_DECODE__WARPS; ++w) {
-            if ((uint32_t)w < warp) before += plan.red[w];
-            chunk += plan.red[w];
-        }
-        const uint64_t lo = run + before + incl - v, hi = run + before + incl;
-        if (v != 0u && lo <= first && first < hi) { /* one thread */
-            plan.seq = s;
-            plan.base = lo;
-            plan.tiles = t;
-            plan.wbegin = wb;
-            plan.wend = we;
-            plan.x = first;
-        }
-        run += chunk;
-        __syncthreads();
-        if (plan.seq != 0xffffffffu) break; /* uniform: read after the barrier */
-    }
+    /* The sequence holding tile `first`. */
+    paged_decode__persist_find<PAGED_DECODE__THREADS>(plan, first, seq_lens, num_seqs, num_kv_heads, sliding_window,
+                                                      max_blocks_per_seq, block_size);
 
     if (tid == 0u) {
         plan.first = first;
@@ -365,7 +247,8 @@ static __device__ __forceinline__ void paged_decode__persist(
         __syncthreads();
         const uint32_t s = plan.seq, kvh = plan.kvh;
         const __nv_bfloat16 *q_grp = q + (uint64_t)s * q_stride + (uint64_t)kvh * NH * 128u;
-        paged_decode__mma_run<FP8, NH>(sm, q_grp, k_cache, v_cache, paged_decode__out_persist{&plan, out_scale},
+        paged_decode__mma_run<FP8, NH>(sm, q_grp, k_cache, v_cache,
+                                       paged_decode__out_persist<const paged_decode__persist_plan *>{&plan, out_scale},
                                        block_tables + (uint64_t)s * max_blocks_per_seq, plan.pb, plan.pe, kvh,
                                        num_kv_heads, block_size, block_stride, score_scale);
         if (!plan.whole) {

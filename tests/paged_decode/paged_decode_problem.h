@@ -52,6 +52,7 @@ struct Case {
     double inv_sqrt_d = 0.0;  // 0: 1/sqrt(head_dim)
     float q_amp = 1.0f;       // q uniform in [-q_amp, q_amp); 0 gives q = 0 (every score 0)
     uint32_t misalign = 0;    // cache pointers this many elements past the allocation's start
+    uint32_t table_slack = 1; // max_blocks_per_seq = the longest sequence's blocks + table_slack
     uint32_t seed = 1;
 };
 
@@ -64,7 +65,9 @@ inline std::string describe(const Case &c, bool fp8) {
     if (fp8)
         s << ", cache_pad " << c.cache_pad << (c.interleaved ? ", K/V interleaved" : "") << ", k_scale " << c.k_scale
           << ", v_scale " << c.v_scale;
-    s << ", misalign " << c.misalign << ", seed " << c.seed;
+    s << ", misalign " << c.misalign;
+    if (c.table_slack != 1) s << ", table_slack " << c.table_slack;
+    s << ", seed " << c.seed;
     return s.str();
 }
 
@@ -129,7 +132,7 @@ inline Problem build(bool fp8, const Case &c) {
         max_nb = std::max(max_nb, nblocks[s]);
         used += nblocks[s];
     }
-    g.max_blocks_per_seq = max_nb + 1;
+    g.max_blocks_per_seq = max_nb + c.table_slack;
     p.num_blocks = used + 3;
     std::vector<int32_t> perm(p.num_blocks);
     std::iota(perm.begin(), perm.end(), 0);

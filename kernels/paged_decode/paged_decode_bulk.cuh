@@ -1,0 +1,401 @@
+/* paged_decode_bulk.cuh - the copy-engine core of the GQA-packed decode
+ * launchers *_gqa_bulk (specs/paged_decode.yaml; kernels in
+ * paged_decode_bulk_gqa.cu, which says why and what it costs): the
+ * function and the numerics of the tensor-core core (paged_decode_mma.cuh),
+ * with the cache tiles brought into shared memory by the bulk copy engine
+ * instead of through the tensor-core warps' registers.
+ *
+ * BLOCK: 9 warps (288 threads). Warps 0-7 (threads 0-255) are the consumers:
+ * the _mma core's warps, each with its own online softmax over the tiles
+ * given to it, merged through shared memory at the end of a piece of work
+ * (named barrier 1 of 256 threads; the block-wide barrier is never used
+ * after the start). Warp 8 is the producer: it walks the same pieces and
+ * tiles, looks the cache blocks up in the block table and issues, per tile
+ * of 16 positions, one cp.async.bulk per cache row (lane i: K row i for
+ * i < 16, V row i - 16; head dim 128: 256 bytes bf16, 128 bytes fp8),
+ * completing on the tile's `full` mbarrier, whose phase expects the bytes
+ * of the rows it copies (arrive.expect_tx). Positions outside the window
+ * are not copied: the producer writes their rows as zeros (a NaN in an
+ * unattended V row would reach the accumulators through 0 * NaN) and
+ * fences them to the async proxy.
+ *
+ * WHY A ROW A COPY: kernel-contract.md lays a block out [block_size,
+ * num_kv_heads, head_dim], so one KV head's rows of a cache block are
+ * num_kv_heads * head_dim elements apart: contiguous per row, never per
+ * block (only the whole block, every KV head, is one span). A row copy
+ * serves every block size (1 included) and every stride whose rows are
+ * 16-byte aligned.
+ *
+ * RING: NSLOT tile slots (16 bf16, 32 fp8), each 16 K rows then 16 V rows,
+ * rows RS = row bytes + 16 apart (272 / 144 bytes: the 16 bytes make the
+ * consumers' 16-byte reads conflict-free, below). The block's tiles form
+ * one stream, k = 0, 1, ... over all its pieces in order; tile k goes to
+ * slot k % NSLOT and to consumer warp k % 8, so each warp owns NSLOT / 8
+ * slots (2 bf16, 4 fp8): 16 x 8 KiB or 32 x 4 KiB = 128 KiB of cache in
+ * flight per block, whatever the tensor-core warps' registers. Slot s has
+ * two mbarriers: full (count 1: the producer's arrive.expect_tx; phase
+ * k / NSLOT) and empty (count 1: lane 0 of the consuming warp once its
+ * lanes have read the tile into registers, after __syncwarp); the producer
+ * waits on empty with the opposite parity before it refills a slot (a
+ * fresh barrier passes that wait at once).
+ *
+ * CONSUMER READS (ld.shared.v4, a quarter-warp of 8 lanes a wavefront):
+ * lane (g, t) reads K rows g, g + 8 and V rows 2t, 2t + 1, 2t + 8, 2t + 9
+ * of the slot (the fragments of paged_decode_mma.cuh). With rows RS = 16
+ * (mod 128) bytes apart a row adds its index to the 16-byte bank group
+ * (8 groups in 128 bytes), and the lanes' chunks are chosen so that the 8
+ * lanes of a quarter-warp hit 8 groups:
+ *   bf16 K: chunks 2t + (c & 1) + 8 (c >> 1), c = 0..3 (dims 16t + (i &
+ *     15) + 64 (i >> 4)): groups g + 2t + (c & 1); V: chunks g + 8c, c =
+ *     0, 1 (dims 8g + (i & 7) + 64 (i >> 3)): groups 2t + g + row parity.
+ *   fp8 K: chunks 2t + c, c = 0, 1 (dims 32t + i); V: chunk g (dims 16g +
+ *     i): the _mma core's own dims.
+ * Q is read with the same dims (paged_decode__bulk_dims), the output
+ * written back where V's came from.
+ *
+ * PATHS. Rows 16-byte aligned (both cache pointers, block_stride's bytes:
+ * cudaMalloc'd caches; fp8 cache_stride % 16 == 0): the copy engine. Else
+ * the producer's lanes copy their rows through registers (element loads,
+ * st.shared.v4) and lane 0 arrives on `full` without transaction bytes;
+ * same results, slower.
+ *
+ * TABLE. The producer holds 64 block-table entries of the piece in two
+ * registers a lane (entries cbase + lane and cbase + 32 + lane), looked up
+ * with two shuffles a tile, and loads the next 32 when a tile's first page
+ * passes cbase + 32: a load issued 32 pages (bs >= 16: 32 tiles) before
+ * its first use. The first two chunks of the block's first piece are
+ * loaded speculatively, before seq_lens arrive, at the piece the block
+ * would have if every sequence held max_blocks_per_seq * block_size
+ * positions (the block's own unit and a window from position 0 for the
+ * seed grid); kept when the real piece starts at that page, else reloaded.
+ */
+#ifndef KLAUNCH_KERNELS_PAGED_DECODE_BULK_CUH
+#define KLAUNCH_KERNELS_PAGED_DECODE_BULK_CUH
+
+#include "paged_decode_mma.cuh"
+#include "paged_decode_persist.cuh"
+#include "../common/kl_ptx_sm90.cuh"
+
+#define PAGED_DECODE__BULK_THREADS 288 /* 8 consumer warps and the producer */
+#define PAGED_DECODE__BULK_MERGE_BAR 1u /* the consumers' named barrier */
+
+/* The ring of one cache type (FP8: 1-byte elements). */
+template <bool FP8> struct paged_decode__bulk_ring {
+    static constexpr uint32_t ES = FP8 ? 1u : 2u;
+    static constexpr uint32_t ROW = 128u * ES;    /* bytes of one KV head's row: head dim 128 */
+    static constexpr uint32_t RS = ROW + 16u;     /* row pitch in a slot: 16 (mod 128) */
+    static constexpr uint32_t NSLOT = FP8 ? 32u : 16u;
+    static constexpr uint32_t SLOT = 32u * RS;    /* 16 K rows, 16 V rows */
+    static constexpr uint32_t BYTES = NSLOT * SLOT;
+    static constexpr uint32_t BARS = 16u * NSLOT; /* full[NSLOT], empty[NSLOT]: 8 bytes each */
+    static_assert(RS % 128u == 16u, "rows 16 bytes off the 128-byte bank period");
+    static_assert(NSLOT % 8u == 0u, "each consumer warp owns whole slots");
+};
+
+/* Dynamic shared memory of a bulk kernel: the ring, its mbarriers, the
+ * consumers' merge scratch and PAGED_DECODE__BULK_MISC bytes of schedule
+ * (the spec's shared_bytes says the same: paged_decode_bulk_gqa.cu checks). */
+#define PAGED_DECODE__BULK_MISC 512u
+template <bool FP8, int NH> struct paged_decode__bulk_smem {
+    using R = paged_decode__bulk_ring<FP8>;
+    static constexpr uint32_t RING = 0u;
+    static constexpr uint32_t BAR = RING + R::BYTES;
+    static constexpr uint32_t MERGE = BAR + R::BARS;
+    static constexpr uint32_t MISC = MERGE + (uint32_t)sizeof(paged_decode__gqa_smem<NH, 128>);
+    static constexpr uint32_t BYTES = MISC + PAGED_DECODE__BULK_MISC;
+    static_assert(MERGE % 16u == 0u && MISC % 16u == 0u, "16-byte aligned parts");
+};
+
+/* The consumers' dims (paged_decode__mma_dims_linear's interface): bf16
+ * takes the chunks above, fp8 the _mma core's. */
+template <bool FP8> struct paged_decode__bulk_dims;
+template <> struct paged_decode__bulk_dims<true> : paged_decode__mma_dims_linear {};
+template <> struct paged_decode__bulk_dims<false> {
+    static __device__ __forceinline__ constexpr uint32_t kbase(uint32_t t) { return 16u * t; }
+    static __device__ __forceinline__ constexpr uint32_t koff(uint32_t i) { return (i & 15u) + 64u * (i >> 4); }
+    static __device__ __forceinline__ constexpr uint32_t vbase(uint32_t g) { return 8u * g; }
+    static __device__ __forceinline__ constexpr uint32_t voff(uint32_t i) { return (i & 7u) + 64u * (i >> 3); }
+};
+
+/* One piece of a block's work: the unit (seq, kvh), its positions [pb, pe)
+ * in this block, their tiles t0 .. t0 + ntiles - 1 (tile t: positions 16t
+ * .. 16t + 15), k0 their first index in the block's tile stream; whole: the
+ * block holds the unit whole (else a cut unit: su, ue its tiles in the
+ * launch's order, slot the block's record slot). */
+struct paged_decode__bulk_piece {
+    uint32_t seq, kvh, pb, pe, t0, ntiles, whole, slot;
+    uint64_t k0, su, ue;
+};
+
+/* The seed grid's schedule: block (kvh, seq) = one whole piece. */
+struct paged_decode__bulk_sched_seed {
+    uint32_t seq, kvh, done;
+    uint32_t max_blocks_per_seq, block_size, sliding_window;
+    const int32_t *seq_lens;
+    /* The page the producer guesses before seq_lens arrive. */
+    __device__ __forceinline__ uint32_t guess_seq() const { return seq; }
+    __device__ __forceinline__ uint32_t guess_page() const {
+        const uint64_t cap = (uint64_t)max_blocks_per_seq * block_size;
+        const uint64_t b = sliding_window != 0u && cap > sliding_window ? cap - sliding_window : 0u;
+        return (uint32_t)(b / block_size);
+    }
+    __device__ __forceinline__ bool next(paged_decode__bulk_piece &p) {
+        if (done) return false;
+        done = 1u;
+        uint32_t b, e;
+        paged_decode__range(seq_lens[seq], sliding_window, max_blocks_per_seq, block_size, &b, &e);
+        p.seq = seq;
+        p.kvh = kvh;
+        p.pb = b;
+        p.pe = e;
+        p.t0 = b / 16u;
+        p.ntiles = b < e ? (e - 1u) / 16u - b / 16u + 1u : 0u;
+        p.whole = 1u;
+        p.slot = 0u;
+        p.k0 = 0u;
+        p.su = p.ue = 0u;
+        return true;
+    }
+};
+
+/* The persistent schedule (paged_decode_persist_gqa_mma.cu's, walked by
+ * every thread on its own: no shared plan between pieces). Block b's tiles
+ * [first, stop) of all units' tiles laid end to end (an empty unit counts
+ * one tile and has no positions); x the next, at sequence seq whose units
+ * start at tile base (tiles each, window [wbegin, wend)); k the stream
+ * index of the next piece's first tile (tiles with positions only). */
+struct paged_decode__bulk_sched_persist {
+    uint64_t first, stop, tq, x, base, k;
+    uint32_t tr, nt, seq, tiles, wbegin, wend;
+    uint32_t num_kv_heads, max_blocks_per_seq, block_size, sliding_window;
+    const int32_t *seq_lens;
+    __device__ __forceinline__ bool next(paged_decode__bulk_piece &p) {
+        if (x >= stop) return false;
+        const uint32_t T = tiles;
+        const uint32_t kvh = (uint32_t)((x - base) / T);
+        const uint64_t su = base + (uint64_t)kvh * T, ue = su + T;
+        const uint64_t xe = ue < stop ? ue : stop;
+        const uint32_t ta = (uint32_t)(x - su), tb = (uint32_t)(xe - su);
+        p.seq = seq;
+        p.kvh = kvh;
+        p.su = su;
+        p.ue = ue;
+        p.whole = ta == 0u && tb == T ? 1u : 0u;
+        p.slot = su <= first ? 0u : 1u; /* the block's first piece: slot 0 */
+        if (wbegin < wend) {
+            const uint32_t t0w = wbegin / 16u;
+            const uint64_t lo = (uint64_t)(t0w + ta) * 16u, hi = (uint64_t)(t0w + tb) * 16u;
+            p.pb = lo > wbegin ? (uint32_t)lo : wbegin;
+            p.pe = hi < wend ? (uint32_t)hi : wend;
+            p.t0 = t0w + ta;
+            p.ntiles = tb - ta;
+        } else {
+            p.pb = p.pe = wbegin;
+            p.t0 = wbegin / 16u;
+            p.ntiles = 0u;
+        }
+        p.k0 = k;
+        k += p.ntiles;
+        x = xe;
+        if (kvh + 1u == num_kv_heads && xe < stop) {
+            base += (uint64_t)T * num_kv_heads;
+            seq += 1u;
+            tiles = paged_decode__unit_tiles(seq_lens, seq, sliding_window, max_blocks_per_seq, block_size, &wbegin,
+                                             &wend);
+        }
+        return true;
+    }
+};
+
+/* ---- the producer -------------------------------------------------------------- */
+
+/* Warp 8: every piece's tiles into the ring, in stream order. k_cache /
+ * v_cache: the caches (byte pointers to element 0); block_stride in
+ * elements; bulk: rows 16-byte aligned (the copy engine). spec_seq /
+ * spec_page: the guess whose table chunks were loaded (cur, nxt). */
+template <bool FP8, class Sched>
+static __device__ __forceinline__ void paged_decode__bulk_produce(Sched sched, uint32_t ring, uint32_t bars,
+                                                                   const unsigned char *k_cache,
+                                                                   const unsigned char *v_cache,
+                                                                   const int32_t *block_tables,
+                                                                   uint32_t max_blocks_per_seq, uint32_t num_kv_heads,
+                                                                   uint32_t block_size, uint64_t block_stride,
+                                                                   bool bulk, uint32_t spec_seq, uint32_t spec_page,
+                                                                   int32_t cur, int32_t nxt) {
+    using R = paged_decode__bulk_ring<FP8>;
+    const uint32_t lane = threadIdx.x & 31u, r = lane & 15u, is_v = lane >> 4;
+    const uint64_t row_stride = (uint64_t)num_kv_heads * 128u;
+    paged_decode__bulk_piece p;
+    while (sched.next(p)) {
+        if (p.ntiles == 0u) continue;
+        const int32_t *table = block_tables + (uint64_t)p.seq * max_blocks_per_seq;
+        const unsigned char *src_head = (is_v ? v_cache : k_cache) + (uint64_t)p.kvh * R::ROW;
+        /* The entries this piece may read: its pages, within the row. */
+        const uint32_t npg = (p.pe - 1u) / block_size + 1u;
+        auto chunk = [&](uint32_t base) -> int32_t {
+            const uint32_t pg = base + lane;
+            return pg < npg ? __ldg(table + pg) : 0;
+        };
+        uint32_t cbase = p.pb / block_size;
+        if (p.seq != spec_seq || cbase != spec_page) {
+            cur = chunk(cbase);
+            nxt = chunk(cbase + 32u);
+        }
+        spec_seq = 0xffffffffu; /* the guess serves the first piece only */
+        for (uint32_t i = 0; i < p.ntiles; ++i) {
+            const uint64_t k = p.k0 + i;
+            const uint32_t slot = (uint32_t)(k % R::NSLOT);
+            const uint32_t full = bars + 8u * slot, empty = bars + 8u * (R::NSLOT + slot);
+            const uint32_t p0 = (p.t0 + i) * 16u;
+            /* The tile's first page, then its rows' entries (at most 16
+             * pages past it: within the 64 held once it is in cur). */
+            const uint32_t pf = (p0 > p.pb ? p0 : p.pb) / block_size;
+            if (pf >= cbase + 32u) {
+                cur = nxt;
+                cbase += 32u;
+                nxt = chunk(cbase + 32u);
+            }
+            const uint32_t pos = p0 + r;
+            const bool valid = pos >= p.pb && pos < p.pe;
+            const uint32_t pg = valid ? pos / block_size : cbase;
+            const uint32_t off = pg - cbase;
+            const int32_t e_cur = __shfl_sync(PAGED_DECODE__FULL, cur, off & 31u);
+            const int32_t e_nxt = __shfl_sync(PAGED_DECODE__FULL, nxt, off & 31u);
+            const int32_t blk = off < 32u ? e_cur : e_nxt;
+            const unsigned char *src =
+                src_head + ((uint64_t)(int64_t)blk * block_stride + (uint64_t)(pos - pg * block_size) * row_stride) *
+                               R::ES;
+            const uint32_t dst = ring + slot * R::SLOT + (is_v * 16u + r) * R::RS;
+            const uint32_t live = __ballot_sync(PAGED_DECODE__FULL, valid);
+
+            kl__mbar_wait(empty, (uint32_t)((k / R::NSLOT) & 1u) ^ 1u); /* the slot's last reader is done */
+            if (!valid) {
+#pragma unroll
+                for (uint32_t c = 0; c < R::ROW; c += 16u) kl__st_shared_v4(dst + c, make_uint4(0u, 0u, 0u, 0u));
+            }
+            if (bulk) {
+                if (live != PAGED_DECODE__FULL && !valid) kl__fence_proxy_async_shared(); /* zeros, then copies */
+                __syncwarp();
+                if (lane == 0u) kl__mbar_arrive_expect_tx(full, (uint32_t)__popc(live) * R::ROW);
+                if (valid) kl__bulk_load(dst, src, R::ROW, full);
+            } else {
+                if (valid) {
+#pragma unroll 4
+                    for (uint32_t c = 0; c < R::ROW; c += 16u) {
+                        uint32_t w[4];
+                        paged_decode__load_words<4, (int)R::ES, false>(w, src + c, true);
+                        kl__st_shared_v4(dst + c, make_uint4(w[0], w[1], w[2], w[3]));
+                    }
+                }
+                __syncwarp();
+                if (lane == 0u) kl__mbar_arrive(full);
+            }
+        }
+    }
+}
+
+/* ---- the consumers ------------------------------------------------------------- */
+
+/* Consumer warp `warp`'s tiles of piece p: wait, read the tile into the
+ * _mma core's registers, release the slot, compute. Leaves the warp's
+ * state in sm (paged_decode__mma_leave). */
+template <bool FP8, int NH>
+static __device__ __forceinline__ void paged_decode__bulk_consume(paged_decode__gqa_smem<NH, 128> &sm,
+                                                                   const paged_decode__bulk_piece &p,
+                                                                   const __nv_bfloat16 *q_grp, uint32_t ring,
+                                                                   uint32_t bars, float score_scale) {
+    using R = paged_decode__bulk_ring<FP8>;
+    using Dims = paged_decode__bulk_dims<FP8>;
+    using Tile = paged_decode__mma_tile<FP8>;
+    const uint32_t tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+    const uint32_t g = lane >> 2, t = lane & 3u;
+    const bool head_lane = g < (uint32_t)NH;
+
+    uint32_t qa[8][2];
+    paged_decode__mma_q<FP8, NH, Dims>(qa, q_grp, g, t, head_lane, score_scale);
+    float o[8][4];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    const uint32_t begin = p.pb, end = p.pe;
+    const paged_decode__mma_step<FP8, NH> step{qa, o, m, l, score_scale, head_lane, t, begin, end};
+
+    /* This lane's read addresses in a slot (bytes from the slot's start). */
+    uint32_t koff[2], voff[4];
+#pragma unroll
+    for (int u = 0; u < 2; ++u) koff[u] = (g + 8u * (uint32_t)u) * R::RS + Dims::kbase(t) * R::ES;
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+        voff[u] = (16u + 2u * t + (uint32_t)(u & 1) + 8u * (uint32_t)(u >> 1)) * R::RS + Dims::vbase(g) * R::ES;
+
+    /* The warp's first tile of the piece: the first stream index >= k0 that is warp mod 8. */
+    const uint32_t skip = (warp - (uint32_t)(p.k0 & 7u)) & 7u;
+    for (uint32_t i = skip; i < p.ntiles; i += 8u) {
+        const uint64_t k = p.k0 + i;
+        const uint32_t slot = (uint32_t)(k % R::NSLOT);
+        const uint32_t s = ring + slot * R::SLOT;
+        kl__mbar_wait(bars + 8u * slot, (uint32_t)((k / R::NSLOT) & 1u));
+        Tile x;
+#pragma unroll
+        for (int u = 0; u < 2; ++u)
+#pragma unroll
+            for (int c = 0; c < Tile::KW / 4; ++c) {
+                /* 16-byte chunk c of the lane's K row: its elements from 16c / ES on */
+                const uint32_t at = s + koff[u] + Dims::koff((uint32_t)c * 16u / R::ES) * R::ES;
+                const uint4 w = kl__ld_shared_v4(at);
+                x.k[u][4 * c] = w.x;
+                x.k[u][4 * c + 1] = w.y;
+                x.k[u][4 * c + 2] = w.z;
+                x.k[u][4 * c + 3] = w.w;
+            }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+#pragma unroll
+            for (int c = 0; c < Tile::VW / 4; ++c) {
+                const uint32_t at = s + voff[u] + Dims::voff((uint32_t)c * 16u / R::ES) * R::ES;
+                const uint4 w = kl__ld_shared_v4(at);
+                x.v[u][4 * c] = w.x;
+                x.v[u][4 * c + 1] = w.y;
+                x.v[u][4 * c + 2] = w.z;
+                x.v[u][4 * c + 3] = w.w;
+            }
+        __syncwarp(); /* every lane has read the slot */
+        if (lane == 0u) kl__mbar_arrive(bars + 8u * (R::NSLOT + slot));
+        step(x, p.t0 + i);
+    }
+    paged_decode__mma_leave<NH, Dims>(sm, warp, g, t, head_lane, m, l, o);
+}
+
+/* Rows 16-byte aligned, so the copy engine can move them (cp.async.bulk:
+ * 16-byte aligned source, destination and size). */
+template <bool FP8>
+static __device__ __forceinline__ bool paged_decode__bulk_aligned(const void *k_cache, const void *v_cache,
+                                                                  uint64_t block_stride) {
+    constexpr uint32_t ES = FP8 ? 1u : 2u;
+    return (((uintptr_t)k_cache | (uintptr_t)v_cache) & 15u) == 0u && (block_stride * ES) % 16u == 0u;
+}
+
+/* Initialises the ring's mbarriers (thread 0), visible to the copy engine,
+ * then a block-wide barrier. */
+template <bool FP8> static __device__ __forceinline__ void paged_decode__bulk_init(uint32_t bars) {
+    using R = paged_decode__bulk_ring<FP8>;
+    if (threadIdx.x == 0u) {
+        for (uint32_t s = 0; s < 2u * R::NSLOT; ++s) kl__mbar_init(bars + 8u * s, 1u);
+        kl__fence_proxy_async_shared();
+    }
+    __syncthreads();
+}
+
+/* The producer's first two table chunks, loaded before seq_lens arrive:
+ * entries page .. page + 63 of sequence seq (within the row). */
+static __device__ __forceinline__ void paged_decode__bulk_spec_chunks(const int32_t *block_tables, uint32_t seq,
+                                                                      uint32_t page, uint32_t max_blocks_per_seq,
+                                                                      int32_t *cur, int32_t *nxt) {
+    const uint32_t lane = threadIdx.x & 31u;
+    const int32_t *row = block_tables + (uint64_t)seq * max_blocks_per_seq;
+    const uint32_t a = page + lane, b = page + 32u + lane;
+    *cur = a < max_blocks_per_seq ? __ldg(row + a) : 0;
+    *nxt = b < max_blocks_per_seq ? __ldg(row + b) : 0;
+}
+
+#endif /* KLAUNCH_KERNELS_PAGED_DECODE_BULK_CUH */

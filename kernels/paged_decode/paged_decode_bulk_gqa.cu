@@ -1,0 +1,404 @@
+/* Reference: tests/paged_decode/paged_decode_reference.h (float64)
+ * Tests:
+ *   tests/paged_decode/paged_decode_bulk_emulated_test.cc (CPU emulator)
+ *   tests/paged_decode/paged_decode_test.cc (GPU)
+ *   tests/paged_decode/paged_decode_bulk_launch_test.cc (launchers, refusals)
+ * Run them (a GPU test skips without a GPU, saying so; tools/gpu/ runs it on one):
+ *   ./bazelw test \
+ *     //tests/paged_decode:paged_decode_bulk_emulated_test \
+ *     //tests/paged_decode:paged_decode_test \
+ *     //tests/paged_decode:paged_decode_bulk_launch_test \
+ *     //tests/paged_decode:sass_test
+ */
+#include "klaunch/paged_decode.cuh"
+
+/* paged_decode_attn_bf16_gqa_bulk, paged_decode_attn_fp8_gqa_bulk,
+ * paged_decode_persist_bf16_gqa_bulk, paged_decode_persist_fp8_gqa_bulk
+ * (specs/paged_decode.yaml; not in the seed; sm_90a machine code only)
+ *
+ * The functions and numerics of paged_decode_attn_{bf16,fp8}_gqa_mma
+ * (kernel-contract.md, kernels 11 and 12, on tensor cores:
+ * paged_decode_mma.cuh) and of the persistent paged_decode_persist_*_gqa_mma
+ * (same schedule, workspace records and counters), with the cache tiles
+ * brought into a shared-memory ring by the bulk copy engine (cp.async.bulk,
+ * one copy per cache row, completing on mbarriers) from a producer warp:
+ * paged_decode_bulk.cuh says how.
+ *
+ * WHY (H200 figures of docs/PERFORMANCE.md; copy 4.19-4.23 TB/s, 132 SMs,
+ * ~1.98 GHz: 16.0-16.2 bytes a cycle an SM). The _mma kernels keep every
+ * byte in flight in the tensor-core warps' registers: one 8-warp block an
+ * SM at 233-255 registers, 8 warps x 1 (bf16, 8 KiB) or 2 (fp8, 4 KiB)
+ * tiles arriving while one is computed, and a warp issues its next loads
+ * only between computing tiles. Measured: bf16 32 x 4096 0.969 of copy
+ * (0.954x SDPA), fp8 0.775 of copy in fp8 bytes (1.60x bf16 tokens/s;
+ * ncu: DRAM 64-68%, 35% of stalls on global-load scoreboards, a 4th
+ * register tile did not help), 1 x 32768 0.725 (persistent). Here the
+ * consumers' registers hold one tile being computed; the bytes in flight
+ * are the ring's: 16 x 8 KiB (bf16) or 32 x 4 KiB (fp8) = 128 KiB per SM,
+ * issued by one warp as soon as a slot frees, so they no longer depend on
+ * when the tensor-core warps get to their loads.
+ *
+ * COUNTS per tile of 16 positions x 1 KV head (head dim 128, NH <= 8
+ * query heads of the group):
+ *   bytes: K + V 8192 (bf16) / 4096 (fp8) read once, from DRAM;
+ *   FLOPs: 2 x 16 x 128 x NH x 2 = 8192 NH (S and P V), 32768 at NH 4:
+ *     0.5 NH FLOP a bf16 byte, NH an fp8 byte (memory-bound by far); one
+ *     warp issues 16 HMMA m16n8k16 for S (2 n-tiles x 8 k-steps) and 8
+ *     (fp8) or 16 (bf16: p = hi + lo) for P V;
+ *   consumer instructions (SASS, bench/decode/sass_count.py --bulk, in
+ *     docs/PERFORMANCE.md): the loop reads 16 (bf16) / 8 (fp8)
+ *     ld.shared.v4 per lane instead of the _mma core's 16 / 8 ld.global
+ *     plus their 64-bit addresses and table walk; fp8 converts 64 E4M3
+ *     pairs a lane (cvt.rn.f16x2.e4m3x2, F2FP...UNPACK_B);
+ *   producer: 32 cp.async.bulk (one warp instruction), 2 shuffles, an
+ *     mbarrier wait and an arrive.expect_tx a tile;
+ *   at the SM's 16.1 bytes a cycle a tile is due every 508 (bf16) / 254
+ *     (fp8) cycles: the copy engine must start one row copy every 15.9 /
+ *     7.9 cycles an SM (the prediction's risk: docs/PERFORMANCE.md).
+ * Registers: __launch_bounds__(288, 1) gives at most 168 a thread (9
+ * warps: three of them share one sub-partition's 16384 registers); the
+ * consumers need one register tile, not the _mma cores' 2-3 (ptxas -v in
+ * docs/PERFORMANCE.md; no spills: sass_test). Shared memory (dynamic, the
+ * spec's shared_bytes): ring 139264 (bf16: 16 slots x 32 rows x 272 bytes)
+ * / 147456 (fp8: 32 x 32 x 144), 2 mbarriers a slot, the merge scratch
+ * 4160 bytes a query head (8 warps x (128 + 2) floats), 512 bytes of
+ * schedule: 156672 / 173312 bytes (bf16, 4 / 8 heads), 165120 / 181760
+ * (fp8): one block an SM.
+ *
+ * PERSISTENT (paged_decode_persist_*_gqa_bulk): the schedule of
+ * paged_decode_persist_gqa_mma.cu (block b takes tiles [floor(b T / nt),
+ * floor((b + 1) T / nt)) of all units; whole units to the output, cut
+ * units as records merged by the last arrival), with three changes for the
+ * 1 x 32768 shape's ~11.5 us of latency chains (docs/PERFORMANCE.md):
+ *   - the producer streams the block's tiles across its pieces (it starts
+ *     the next unit's tiles while the consumers merge the last), so a
+ *     block ramps once, not once a piece;
+ *   - launched as a programmatic dependent launch (the spec's
+ *     programmatic_serialization): it triggers its dependents on entry,
+ *     sets up the ring and its mbarriers, and waits (griddepcontrol.wait)
+ *     only before its first global read, so its launch and prologue run
+ *     under the previous kernel's tail; and the first block-table entries
+ *     are read speculatively while seq_lens arrive (paged_decode_bulk.cuh);
+ *   - the merge of a cut unit's records is one L2 round trip: each thread
+ *     loads (m, l) and its accumulator elements of up to 16 records at
+ *     once, independent loads, then combines (the _mma kernel's merge
+ *     stages (m, l) first: two round trips).
+ */
+
+#include "paged_decode_bulk.cuh"
+
+#if !defined(DECODE_GQA_PACK_WIDTH) || !defined(DECODE_GQA_PACK_HEAD_DIM)
+#error "klaunch/paged_decode.cuh did not define the GQA pack constants; regenerate it from specs/paged_decode.yaml"
+#endif
+
+static_assert(KL_THREADS_paged_decode_attn_bf16_gqa_bulk == PAGED_DECODE__BULK_THREADS &&
+                  KL_THREADS_paged_decode_attn_fp8_gqa_bulk == PAGED_DECODE__BULK_THREADS &&
+                  KL_THREADS_paged_decode_persist_bf16_gqa_bulk == PAGED_DECODE__BULK_THREADS &&
+                  KL_THREADS_paged_decode_persist_fp8_gqa_bulk == PAGED_DECODE__BULK_THREADS,
+              "the bulk kernels run 8 consumer warps and a producer warp");
+static_assert(KL_SHARED_BYTES_paged_decode_attn_bf16_gqa_bulk ==
+                      paged_decode__bulk_smem<false, DECODE_GQA_PACK_WIDTH>::BYTES &&
+                  KL_SHARED_BYTES_paged_decode_persist_bf16_gqa_bulk ==
+                      paged_decode__bulk_smem<false, DECODE_GQA_PACK_WIDTH>::BYTES &&
+                  KL_SHARED_BYTES_paged_decode_attn_fp8_gqa_bulk ==
+                      paged_decode__bulk_smem<true, DECODE_GQA_PACK_WIDTH>::BYTES &&
+                  KL_SHARED_BYTES_paged_decode_persist_fp8_gqa_bulk ==
+                      paged_decode__bulk_smem<true, DECODE_GQA_PACK_WIDTH>::BYTES,
+              "specs/paged_decode.yaml's shared_bytes is paged_decode_bulk.cuh's layout");
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KL_EMULATOR)
+
+/* What the persistent bulk block keeps in shared memory: the block scans'
+ * scratch and their result (paged_decode_persist.cuh's plan members), the
+ * last-arrival flag of a cut piece, and the consumers' schedule and
+ * current piece (thread 0 moves them on between the consumers' barriers;
+ * in registers they would cost the tensor-core warps 30 of the 168 a
+ * thread of a 9-warp block gets: three warps share a sub-partition's
+ * 16384). */
+struct paged_decode__bulk_plan {
+    uint64_t red[PAGED_DECODE__BULK_THREADS / 32];
+    uint64_t base, x;
+    uint32_t seq, tiles, wbegin, wend, last, more;
+    paged_decode__bulk_sched_persist sched;
+    paged_decode__bulk_piece piece;
+};
+
+/* Where a piece's result goes (paged_decode__out_persist's plan, held by
+ * value: in registers, where a pointer to it would put it in local memory). */
+struct paged_decode__bulk_dest {
+    uint32_t whole;
+    __nv_bfloat16 *orow;
+    float *racc, *rml;
+    __device__ __forceinline__ const paged_decode__bulk_dest *operator->() const { return this; }
+};
+
+/* The cut unit starting at tile su is complete: merge its records of
+ * blocks b0 .. b1 in block order into its NH output rows, by the 256
+ * consumer threads (V = NH * 128 / 256 elements each). One L2 round trip
+ * per 16 records: every thread issues the (m, l) and accumulator loads of
+ * its head for 16 records at once (records past b1 load b1's again and are
+ * masked), then combines them in block order. */
+template <int NH, bool VEC>
+static __device__ __forceinline__ void paged_decode__bulk_merge_records(const float *workspace, __nv_bfloat16 *orow,
+                                                                        uint32_t nb, uint32_t nt, uint64_t q,
+                                                                        uint32_t r, uint64_t su, uint32_t b0,
+                                                                        uint32_t b1) {
+    constexpr int V = NH * 128 / PAGED_DECODE__THREADS;
+    constexpr int RB = 16;
+    static_assert(V >= 1 && NH * 128 == V * PAGED_DECODE__THREADS, "the consumers split a unit's rows evenly");
+    const float *acc = workspace;
+    const float *ml = workspace + (uint64_t)nb * 2u * NH * 128u;
+    const uint32_t e0 = threadIdx.x * (uint32_t)V, h = e0 / 128u, d = e0 % 128u;
+    float o[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) o[v] = 0.0f;
+    float M = -INFINITY, L = 0.0f;
+    for (uint32_t c = b0; c <= b1; c += (uint32_t)RB) {
+        float mj[RB], lj[RB], aj[RB][V];
+#pragma unroll
+        for (int j = 0; j < RB; ++j) {
+            const uint32_t bb = c + (uint32_t)j <= b1 ? c + (uint32_t)j : b1;
+            const uint32_t rec = bb * 2u + (su <= paged_decode__cta_first(bb, q, r, nt) ? 0u : 1u);
+            const uint64_t at = (uint64_t)rec * NH + h;
+            mj[j] = __ldcg(ml + 2u * at);
+            lj[j] = __ldcg(ml + 2u * at + 1u);
+            paged_decode__ldcg_v<V, VEC>(acc + at * 128u + d, aj[j]);
+        }
+        float mc = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < RB; ++j) {
+            if (c + (uint32_t)j > b1) mj[j] = -INFINITY; /* past the unit's records */
+            mc = fmaxf(mc, mj[j]);
+        }
+        const float mn = fmaxf(M, mc);
+        if (mn != -INFINITY) {
+            const float alpha = M == -INFINITY ? 0.0f : paged_decode__exp2(M - mn);
+            L *= alpha;
+#pragma unroll
+            for (int v = 0; v < V; ++v) o[v] *= alpha;
+            M = mn;
+#pragma unroll
+            for (int j = 0; j < RB; ++j) {
+                const float f = mj[j] == -INFINITY ? 0.0f : paged_decode__exp2(mj[j] - M);
+                L = fmaf(lj[j], f, L);
+#pragma unroll
+                for (int v = 0; v < V; ++v) o[v] = fmaf(aj[j][v], f, o[v]);
+            }
+        }
+    }
+#pragma unroll
+    for (int v = 0; v < V; ++v) orow[h * 128u + d + (uint32_t)v] = __float2bfloat16_rn(L > 0.0f ? o[v] / L : 0.0f);
+}
+
+/* The seed grid: block (kvh, seq) computes its unit whole. */
+template <bool FP8, int NH>
+static __device__ __forceinline__ void paged_decode__bulk_seed(
+    unsigned char *smem, const __nv_bfloat16 *q, const void *k_cache, const void *v_cache, __nv_bfloat16 *output,
+    const int32_t *block_tables, const int32_t *seq_lens, uint32_t max_blocks_per_seq, uint32_t num_q_heads,
+    uint32_t num_kv_heads, uint32_t block_size, uint32_t q_stride, uint32_t sliding_window, uint64_t block_stride,
+    float score_scale, float out_scale) {
+    using L = paged_decode__bulk_smem<FP8, NH>;
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(smem);
+    const uint32_t ring = base + L::RING, bars = base + L::BAR;
+    paged_decode__gqa_smem<NH, 128> &sm = *reinterpret_cast<paged_decode__gqa_smem<NH, 128> *>(smem + L::MERGE);
+    const uint32_t kvh = blockIdx.x, s = blockIdx.y;
+    paged_decode__bulk_sched_seed sched{s, kvh, 0u, max_blocks_per_seq, block_size, sliding_window, seq_lens};
+    paged_decode__bulk_init<FP8>(bars);
+    if ((threadIdx.x >> 5) == 8u) {
+        int32_t cur, nxt;
+        const uint32_t page = sched.guess_page();
+        paged_decode__bulk_spec_chunks(block_tables, s, page, max_blocks_per_seq, &cur, &nxt);
+        paged_decode__bulk_produce<FP8>(sched, ring, bars, reinterpret_cast<const unsigned char *>(k_cache),
+                                        reinterpret_cast<const unsigned char *>(v_cache), block_tables,
+                                        max_blocks_per_seq, num_kv_heads, block_size, block_stride,
+                                        paged_decode__bulk_aligned<FP8>(k_cache, v_cache, block_stride), s, page, cur,
+                                        nxt);
+        return;
+    }
+    paged_decode__bulk_piece p;
+    sched.next(p);
+    const __nv_bfloat16 *q_grp = q + (uint64_t)s * q_stride + (uint64_t)kvh * NH * 128u;
+    paged_decode__bulk_consume<FP8, NH>(sm, p, q_grp, ring, bars, score_scale);
+    const paged_decode__out_bf16 out{output + ((uint64_t)s * num_q_heads + (uint64_t)kvh * NH) * 128u, out_scale};
+    paged_decode__gqa_merge<NH, 128>(sm, out, PAGED_DECODE__BULK_MERGE_BAR);
+}
+
+/* The persistent schedule (the file's opening comment). */
+template <bool FP8, int NH>
+static __device__ __forceinline__ void paged_decode__bulk_persist(
+    unsigned char *smem, const __nv_bfloat16 *q, const void *k_cache, const void *v_cache, __nv_bfloat16 *output,
+    const int32_t *block_tables, const int32_t *seq_lens, uint32_t max_blocks_per_seq, uint32_t num_seqs,
+    uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t block_size, uint32_t q_stride, uint32_t sliding_window,
+    uint64_t block_stride, float score_scale, float out_scale, float *workspace, uint32_t *counters) {
+    using L = paged_decode__bulk_smem<FP8, NH>;
+    static_assert(sizeof(paged_decode__bulk_plan) <= PAGED_DECODE__BULK_MISC, "the plan fits its bytes");
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(smem);
+    const uint32_t ring = base + L::RING, bars = base + L::BAR;
+    paged_decode__gqa_smem<NH, 128> &sm = *reinterpret_cast<paged_decode__gqa_smem<NH, 128> *>(smem + L::MERGE);
+    paged_decode__bulk_plan &plan = *reinterpret_cast<paged_decode__bulk_plan *>(smem + L::MISC);
+    const uint32_t tid = threadIdx.x, warp = tid >> 5, b = blockIdx.x, nb = gridDim.x;
+
+    kl__griddep_launch_dependents();
+    paged_decode__bulk_init<FP8>(bars);
+    kl__griddep_wait(); /* the previous kernel's writes (caches, tables, lengths) are visible from here */
+    if (num_seqs == 0u) return;
+
+    /* The producer's guess of its first piece: every sequence full
+     * (max_blocks_per_seq * block_size positions, clipped to the window). */
+    int32_t cur = 0, nxt = 0;
+    uint32_t spec_seq = 0xffffffffu, spec_page = 0u;
+    if (warp == 8u) {
+        const uint64_t cap = (uint64_t)max_blocks_per_seq * block_size;
+        const uint64_t gb = sliding_window != 0u && cap > sliding_window ? cap - sliding_window : 0u;
+        const uint64_t gt = cap > gb ? (cap - 1u) / 16u - gb / 16u + 1u : 1u; /* tiles per unit */
+        const uint64_t total = gt * num_kv_heads * num_seqs;
+        const uint32_t gnt = total < nb ? (uint32_t)total : nb;
+        if (b < gnt && cap > gb) {
+            const uint64_t x = paged_decode__cta_first(b, total / gnt, (uint32_t)(total % gnt), gnt);
+            const uint64_t unit = x / gt, ta = x - unit * gt;
+            const uint64_t lo = (gb / 16u + ta) * 16u;
+            spec_seq = (uint32_t)(unit / num_kv_heads);
+            spec_page = (uint32_t)((lo > gb ? lo : gb) / block_size);
+            paged_decode__bulk_spec_chunks(block_tables, spec_seq, spec_page, max_blocks_per_seq, &cur, &nxt);
+        }
+    }
+
+    /* All tiles, the block's share, and the sequence of its first tile. */
+    const uint64_t total = paged_decode__persist_total<PAGED_DECODE__BULK_THREADS>(
+        plan, seq_lens, num_seqs, num_kv_heads, sliding_window, max_blocks_per_seq, block_size);
+    const uint32_t nt = total < nb ? (uint32_t)total : nb;
+    if (b >= nt) return;
+    const uint64_t tq = total / nt;
+    const uint32_t tr = (uint32_t)(total % nt);
+    const uint64_t first = paged_decode__cta_first(b, tq, tr, nt);
+    const uint64_t stop = paged_decode__cta_first(b + 1u, tq, tr, nt);
+    paged_decode__persist_find<PAGED_DECODE__BULK_THREADS>(plan, first, seq_lens, num_seqs, num_kv_heads,
+                                                            sliding_window, max_blocks_per_seq, block_size);
+    paged_decode__bulk_sched_persist sched{first,     stop,       tq,         plan.x,       plan.base,
+                                           0u,        tr,         nt,         plan.seq,     plan.tiles,
+                                           plan.wbegin, plan.wend, num_kv_heads, max_blocks_per_seq, block_size,
+                                           sliding_window, seq_lens};
+    __syncthreads(); /* everyone has read the plan (its words are reused for the flag) */
+
+    if (warp == 8u) {
+        paged_decode__bulk_produce<FP8>(sched, ring, bars, reinterpret_cast<const unsigned char *>(k_cache),
+                                        reinterpret_cast<const unsigned char *>(v_cache), block_tables,
+                                        max_blocks_per_seq, num_kv_heads, block_size, block_stride,
+                                        paged_decode__bulk_aligned<FP8>(k_cache, v_cache, block_stride), spec_seq,
+                                        spec_page, cur, nxt);
+        return;
+    }
+
+    /* The consumers: thread 0 walks the schedule in shared memory. */
+    if (tid == 0u) plan.sched = sched;
+    const paged_decode__bulk_piece &p = plan.piece;
+    for (;;) {
+        if (tid == 0u) plan.more = plan.sched.next(plan.piece) ? 1u : 0u;
+        kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS);
+        if (!plan.more) break;
+        const __nv_bfloat16 *q_grp = q + (uint64_t)p.seq * q_stride + (uint64_t)p.kvh * NH * 128u;
+        paged_decode__bulk_consume<FP8, NH>(sm, p, q_grp, ring, bars, score_scale);
+        const uint64_t rec = ((uint64_t)b * 2u + p.slot) * NH;
+        const paged_decode__bulk_dest dest{p.whole,
+                                           output + ((uint64_t)p.seq * num_q_heads + (uint64_t)p.kvh * NH) * 128u,
+                                           workspace + rec * 128u, workspace + (uint64_t)nb * 2u * NH * 128u + rec * 2u};
+        paged_decode__gqa_merge<NH, 128>(sm, paged_decode__out_persist<paged_decode__bulk_dest>{dest, out_scale},
+                                         PAGED_DECODE__BULK_MERGE_BAR);
+        if (p.whole) {
+            kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS); /* sm and the piece read */
+            continue;
+        }
+        /* A cut unit: the record is out; the last of its blocks to arrive merges. */
+        __threadfence(); /* this thread's record stores, before the arrival */
+        kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS);
+        const uint32_t b0 = paged_decode__cta_of(p.su, tq, tr, nt);
+        const uint32_t b1 = paged_decode__cta_of(p.ue - 1u, tq, tr, nt);
+        if (tid == 0u) {
+            uint32_t *cnt = counters + (uint64_t)p.seq * num_kv_heads + p.kvh;
+            const uint32_t last = atomicAdd(cnt, 1u) == b1 - b0 ? 1u : 0u;
+            if (last) {
+                atomicExch(cnt, 0u); /* every piece has arrived: ready for the next launch */
+                __threadfence();     /* the other blocks' records, before ours are read */
+            }
+            plan.last = last;
+        }
+        kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS);
+        if (plan.last) {
+            __nv_bfloat16 *orow = dest.orow;
+            const uint64_t su = p.su;
+            if ((reinterpret_cast<uintptr_t>(workspace) & 15u) == 0u)
+                paged_decode__bulk_merge_records<NH, true>(workspace, orow, nb, nt, tq, tr, su, b0, b1);
+            else
+                paged_decode__bulk_merge_records<NH, false>(workspace, orow, nb, nt, tq, tr, su, b0, b1);
+        }
+        kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS); /* the piece and the flag read */
+    }
+}
+
+#endif /* __CUDA_ARCH_FEAT_SM90_ALL || KL_EMULATOR */
+
+/* The launchers refuse what these guards catch; a raw launch must still not
+ * touch memory it does not own. */
+#define PAGED_DECODE__BULK_GUARD(FP8)                                                                    \
+    (blockDim.x != (uint32_t)PAGED_DECODE__BULK_THREADS ||                                                      \
+     kl__dynamic_smem_size() < paged_decode__bulk_smem<FP8, DECODE_GQA_PACK_WIDTH>::BYTES || head_dim != 128u || \
+     num_q_heads != num_kv_heads * (uint32_t)DECODE_GQA_PACK_WIDTH || block_size == 0u)
+
+extern "C" __global__ void __launch_bounds__(KL_THREADS_paged_decode_attn_bf16_gqa_bulk, 1)
+paged_decode_attn_bf16_gqa_bulk(KL_PARAMS_paged_decode_attn_bf16_gqa_bulk) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KL_EMULATOR)
+    KL_DYNAMIC_SHARED(paged_decode_attn_bf16_gqa_bulk__smem, 128);
+    if (PAGED_DECODE__BULK_GUARD(false)) return;
+    paged_decode__bulk_seed<false, DECODE_GQA_PACK_WIDTH>(
+        paged_decode_attn_bf16_gqa_bulk__smem, q, k_cache, v_cache, output, block_tables, seq_lens,
+        max_blocks_per_seq, num_q_heads, num_kv_heads, block_size, q_stride, sliding_window,
+        (uint64_t)block_size * num_kv_heads * 128u, inv_sqrt_d * PAGED_DECODE__LOG2E, 1.0f);
+#else
+    __trap(); /* sm_90a machine code only: kl_paged_decode_attn_bf16_gqa_bulk_get refuses other targets */
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(KL_THREADS_paged_decode_attn_fp8_gqa_bulk, 1)
+paged_decode_attn_fp8_gqa_bulk(KL_PARAMS_paged_decode_attn_fp8_gqa_bulk) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KL_EMULATOR)
+    KL_DYNAMIC_SHARED(paged_decode_attn_fp8_gqa_bulk__smem, 128);
+    if (PAGED_DECODE__BULK_GUARD(true)) return;
+    paged_decode__bulk_seed<true, DECODE_GQA_PACK_WIDTH>(
+        paged_decode_attn_fp8_gqa_bulk__smem, q, k_cache, v_cache, output, block_tables, seq_lens,
+        max_blocks_per_seq, num_q_heads, num_kv_heads, block_size, q_stride, sliding_window, cache_stride,
+        inv_sqrt_d * k_scale * PAGED_DECODE__FP8_UNIT * PAGED_DECODE__LOG2E, v_scale * PAGED_DECODE__FP8_UNIT);
+#else
+    __trap(); /* sm_90a machine code only: kl_paged_decode_attn_fp8_gqa_bulk_get refuses other targets */
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(KL_THREADS_paged_decode_persist_bf16_gqa_bulk, 1)
+paged_decode_persist_bf16_gqa_bulk(KL_PARAMS_paged_decode_persist_bf16_gqa_bulk) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KL_EMULATOR)
+    KL_DYNAMIC_SHARED(paged_decode_persist_bf16_gqa_bulk__smem, 128);
+    (void)num_ctas; /* the grid's x extent: gridDim.x */
+    if (PAGED_DECODE__BULK_GUARD(false)) return;
+    paged_decode__bulk_persist<false, DECODE_GQA_PACK_WIDTH>(
+        paged_decode_persist_bf16_gqa_bulk__smem, q, k_cache, v_cache, output, block_tables, seq_lens,
+        max_blocks_per_seq, num_seqs, num_q_heads, num_kv_heads, block_size, q_stride, sliding_window,
+        (uint64_t)block_size * num_kv_heads * 128u, inv_sqrt_d * PAGED_DECODE__LOG2E, 1.0f, workspace, counters);
+#else
+    __trap(); /* sm_90a machine code only: kl_paged_decode_persist_bf16_gqa_bulk_get refuses other targets */
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(KL_THREADS_paged_decode_persist_fp8_gqa_bulk, 1)
+paged_decode_persist_fp8_gqa_bulk(KL_PARAMS_paged_decode_persist_fp8_gqa_bulk) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KL_EMULATOR)
+    KL_DYNAMIC_SHARED(paged_decode_persist_fp8_gqa_bulk__smem, 128);
+    (void)num_ctas;
+    if (PAGED_DECODE__BULK_GUARD(true)) return;
+    paged_decode__bulk_persist<true, DECODE_GQA_PACK_WIDTH>(
+        paged_decode_persist_fp8_gqa_bulk__smem, q, k_cache, v_cache, output, block_tables, seq_lens,
+        max_blocks_per_seq, num_seqs, num_q_heads, num_kv_heads, block_size, q_stride, sliding_window, cache_stride,
+        inv_sqrt_d * k_scale * PAGED_DECODE__FP8_UNIT * PAGED_DECODE__LOG2E, v_scale * PAGED_DECODE__FP8_UNIT,
+        workspace, counters);
+#else
+    __trap(); /* sm_90a machine code only: kl_paged_decode_persist_fp8_gqa_bulk_get refuses other targets */
+#endif
+}

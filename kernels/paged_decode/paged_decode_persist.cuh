@@ -1,0 +1,162 @@
+/* paged_decode_persist.cuh - the persistent schedule's pieces that the
+ * persistent decode kernels share (paged_decode_persist_gqa_mma.cu,
+ * paged_decode_bulk_gqa.cu; specs/paged_decode.yaml says how the blocks
+ * divide the tiles): a unit's tiles, block b's first tile and the block of a
+ * tile, the block-wide count of all tiles and the scan that finds the
+ * sequence holding a block's first tile, and the L2 loads of the records.
+ * The block-wide parts are templates on the block's THREADS (a multiple of
+ * 32) and its plan, a shared-memory struct with the members they name
+ * (red[THREADS / 32], seq, base, tiles, wbegin, wend, x).
+ */
+#ifndef KLAUNCH_KERNELS_PAGED_DECODE_PERSIST_CUH
+#define KLAUNCH_KERNELS_PAGED_DECODE_PERSIST_CUH
+
+#include "paged_decode_common.cuh"
+
+/* A piece's result: the output rows (a unit covered whole) or the block's
+ * partial record (a cut unit), as the plan says (read once the core is
+ * done, after its barriers). */
+template <class Plan> struct paged_decode__out_persist {
+    Plan plan; /* a pointer to (or a value with operator-> to) whole, orow, racc, rml */
+    float scale;
+    __device__ __forceinline__ void put(uint32_t h, uint32_t d, uint32_t head_dim, float m, float l, float o) const {
+        if (plan->whole) {
+            plan->orow[h * head_dim + d] = __float2bfloat16_rn(l > 0.0f ? o * (scale / l) : 0.0f);
+        } else {
+            plan->racc[h * head_dim + d] = o * scale;
+            if (d == 0u) {
+                plan->rml[2u * h] = m;
+                plan->rml[2u * h + 1u] = l;
+            }
+        }
+    }
+};
+
+/* Sequence s's window [*wb, *we) and its tiles per unit (1 for none). */
+static __device__ __forceinline__ uint32_t paged_decode__unit_tiles(const int32_t *seq_lens, uint32_t s,
+                                                                    uint32_t sliding_window,
+                                                                    uint32_t max_blocks_per_seq,
+                                                                    uint32_t block_size, uint32_t *wb,
+                                                                    uint32_t *we) {
+    paged_decode__range(seq_lens[s], sliding_window, max_blocks_per_seq, block_size, wb, we);
+    return *wb < *we ? (*we - 1u) / 16u - *wb / 16u + 1u : 1u;
+}
+
+/* The first tile of block b of nb: floor(b * total / nb) without overflow
+ * (q = total / nb, r = total % nb; b <= nb <= 65535, so b * r < 2^32). */
+static __device__ __forceinline__ uint64_t paged_decode__cta_first(uint32_t b, uint64_t q, uint32_t r, uint32_t nb) {
+    return (uint64_t)b * q + (uint32_t)(b * r) / nb;
+}
+
+/* The block whose tiles hold tile x: the largest b < nb with first(b) <= x. */
+static __device__ __forceinline__ uint32_t paged_decode__cta_of(uint64_t x, uint64_t q, uint32_t r, uint32_t nb) {
+    uint32_t lo = 0, hi = nb - 1u;
+    while (lo < hi) {
+        const uint32_t mid = lo + (hi - lo + 1u) / 2u;
+        if (paged_decode__cta_first(mid, q, r, nb) <= x)
+            lo = mid;
+        else
+            hi = mid - 1u;
+    }
+    return lo;
+}
+
+/* Block-wide sum of v (every thread gets it). Uses plan.red; ends with a barrier. */
+template <int THREADS, class Plan>
+static __device__ __forceinline__ uint64_t paged_decode__block_sum(Plan &plan, uint64_t v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(PAGED_DECODE__FULL, v, (uint32_t)o);
+    const uint32_t warp = threadIdx.x >> 5;
+    if ((threadIdx.x & 31u) == 0u) plan.red[warp] = v;
+    __syncthreads();
+    uint64_t t = 0;
+#pragma unroll
+    for (int w = 0; w < THREADS / 32; ++w) t += plan.red[w];
+    __syncthreads();
+    return t;
+}
+
+/* All tiles of the launch: num_kv_heads units per sequence, each
+ * paged_decode__unit_tiles of its sequence (every thread gets the sum). */
+template <int THREADS, class Plan>
+static __device__ __forceinline__ uint64_t paged_decode__persist_total(Plan &plan, const int32_t *seq_lens,
+                                                                       uint32_t num_seqs, uint32_t num_kv_heads,
+                                                                       uint32_t sliding_window,
+                                                                       uint32_t max_blocks_per_seq,
+                                                                       uint32_t block_size) {
+    uint64_t mine = 0;
+    for (uint32_t s = threadIdx.x; s < num_seqs; s += THREADS) {
+        uint32_t wb, we;
+        mine += paged_decode__unit_tiles(seq_lens, s, sliding_window, max_blocks_per_seq, block_size, &wb, &we);
+    }
+    return paged_decode__block_sum<THREADS>(plan, mine) * num_kv_heads;
+}
+
+/* The sequence holding tile `first` (first < the total): a block scan of
+ * the sequences' tiles, THREADS sequences at a time. Leaves in plan: seq,
+ * base (the first tile of seq's units), tiles (per unit of seq), wbegin,
+ * wend (its window) and x = first; ends with a barrier. */
+template <int THREADS, class Plan>
+static __device__ __forceinline__ void paged_decode__persist_find(Plan &plan, uint64_t first, const int32_t *seq_lens,
+                                                                  uint32_t num_seqs, uint32_t num_kv_heads,
+                                                                  uint32_t sliding_window,
+                                                                  uint32_t max_blocks_per_seq, uint32_t block_size) {
+    const uint32_t tid = threadIdx.x;
+    if (tid == 0u) plan.seq = 0xffffffffu;
+    uint64_t run = 0; /* tiles of the sequences before this chunk */
+    for (uint32_t c = 0; c < num_seqs; c += (uint32_t)THREADS) {
+        const uint32_t s = c + tid;
+        uint32_t wb = 0, we = 0, t = 0;
+        if (s < num_seqs)
+            t = paged_decode__unit_tiles(seq_lens, s, sliding_window, max_blocks_per_seq, block_size, &wb, &we);
+        const uint64_t v = (uint64_t)t * num_kv_heads;
+        uint64_t incl = v;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const uint64_t u = __shfl_up_sync(PAGED_DECODE__FULL, incl, (uint32_t)o);
+            if ((tid & 31u) >= (uint32_t)o) incl += u;
+        }
+        const uint32_t warp = tid >> 5;
+        if ((tid & 31u) == 31u) plan.red[warp] = incl;
+        __syncthreads();
+        uint64_t before = 0, chunk = 0;
+#pragma unroll
+        for (int w = 0; w < THREADS / 32; ++w) {
+            if ((uint32_t)w < warp) before += plan.red[w];
+            chunk += plan.red[w];
+        }
+        const uint64_t lo = run + before + incl - v, hi = run + before + incl;
+        if (v != 0u && lo <= first && first < hi) { /* one thread */
+            plan.seq = s;
+            plan.base = lo;
+            plan.tiles = t;
+            plan.wbegin = wb;
+            plan.wend = we;
+            plan.x = first;
+        }
+        run += chunk;
+        __syncthreads();
+        if (plan.seq != 0xffffffffu) break; /* uniform: read after the barrier */
+    }
+}
+
+/* V consecutive floats from the L2 (ld.global.cg: written in this launch);
+ * one vector load when VEC (p aligned to V floats). */
+template <int V, bool VEC>
+static __device__ __forceinline__ void paged_decode__ldcg_v(const float *p, float (&v)[V]) {
+    if constexpr (!VEC) {
+#pragma unroll
+        for (int i = 0; i < V; ++i) v[i] = __ldcg(p + i);
+    } else if constexpr (V == 4) {
+        const float4 t = __ldcg(reinterpret_cast<const float4 *>(p));
+        v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+    } else if constexpr (V == 2) {
+        const float2 t = __ldcg(reinterpret_cast<const float2 *>(p));
+        v[0] = t.x, v[1] = t.y;
+    } else {
+        static_assert(V == 1, "1, 2 or 4 floats");
+        v[0] = __ldcg(p);
+    }
+}
+
+#endif /* KLAUNCH_KERNELS_PAGED_DECODE_PERSIST_CUH */

@@ -1,0 +1,273 @@
+// The copy-engine GQA decode launchers (paged_decode_attn_{bf16,fp8}_gqa_bulk
+// and paged_decode_persist_{bf16,fp8}_gqa_bulk) on the CPU emulator
+// (tests/emu, docs/EMULATOR.md), from their own source, through the
+// generated launchers and the emulated backend, in both variants (pack
+// width 4 and 8).
+//
+// What is pinned here before a GPU runs them: the producer warp's row
+// copies (cp.async.bulk on the emulated copy engine: sources and
+// destinations 16-byte aligned, transaction bytes the mbarriers expect),
+// the rows it zero-fills outside the window, its table chunks (two per
+// lane, shuffled; the speculative first chunk kept or reloaded), the
+// register path for caches off 16-byte alignment, the ring's slots and
+// phases as the tile stream wraps (every case of 2000 positions passes the
+// 16 or 32 slots several times), the consumers' reads of a slot only after
+// its `full` phase and the producer's refill only after `empty` (the
+// emulator's race checker and in-flight copies would fault otherwise), the
+// bank-spread dims of the bf16 fragments, and for the persistent
+// launchers the schedule of paged_decode_persist_gqa_mma (units cut
+// between blocks, blocks without tiles, the one-round-trip record merge,
+// counters back to zero, a second launch bit for bit equal).
+//
+// Inputs: paged_decode_problem.h's random problems (fresh per case, NaN
+// wherever a kernel must not look), in registered read-only buffers;
+// output and workspace poisoned with guards; counters zeroed as the
+// contract asks. Checked against the float64 reference as the GPU tests
+// check (||out - ref|| / ||ref|| < 1e-2, every element within
+// 1e-3 max|ref| + 1e-2 |ref|, zeros for length 0).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "klaunch/paged_decode.h"
+#include "klaunch/paged_decode_split.h"
+#include "tests/emu/emu_test_util.h"
+#include "tests/paged_decode/paged_decode_emu_inputs.h"
+#include "tests/paged_decode/paged_decode_problem.h"
+#include "tests/paged_decode/paged_decode_reference.h"
+
+namespace {
+
+using emu::Access;
+using paged_decode_problem::Case;
+using paged_decode_problem::kGuard;
+using paged_decode_problem::kPoisonBf16;
+using paged_decode_problem::lengths_around;
+using paged_decode_problem::Problem;
+
+// num_ctas 0: the seed-grid launcher; else the persistent one at that grid.
+class BulkEmulatedTest : public ::testing::TestWithParam<int> {
+  protected:
+    int width() const { return GetParam(); }
+    const kl_module *mod() { return emu_test::module("paged_decode", width() == 4 ? "gqa4_d128" : "gqa8_d128"); }
+
+    void run_case(bool fp8, const Case &c, uint32_t num_ctas, bool twice = false) {
+        SCOPED_TRACE(std::string(fp8 ? "fp8" : "bf16") +
+                     (num_ctas ? " persist bulk at " + std::to_string(num_ctas) + " blocks" : " attn bulk") + ": " +
+                     paged_decode_problem::describe(c, fp8) + ", pack width " + std::to_string(width()));
+        const Problem p = paged_decode_problem::build(fp8, c);
+        const std::vector<double> ref = paged_decode_problem::reference(p);
+        const paged_decode_ref::Shape &g = p.g;
+        const paged_decode_problem::EmuInputs in(p, c, fp8);
+        const size_t n_out = static_cast<size_t>(g.num_seqs) * g.num_q_heads * g.head_dim;
+        emu::Buffer<kl_bf16> out(n_out, Access::kWrite, "output");
+        const uint64_t ws_bytes =
+            kl_paged_decode_persist_workspace_bytes(static_cast<uint32_t>(width()), g.head_dim, num_ctas ? num_ctas : 1);
+        emu::Buffer<float> ws(ws_bytes / 4, Access::kReadWrite, "workspace");
+        const uint64_t nc = kl_paged_decode_persist_counter_words(g.num_seqs, g.num_kv_heads);
+        emu::Buffer<uint32_t> counters(nc ? nc : 1, Access::kReadWrite, "counters");
+        counters.fill_bytes(0);  // the contract: zero before the first launch
+        const float inv = static_cast<float>(g.inv_sqrt_d);
+        const kl_module *m = mod();
+        ASSERT_NE(m, nullptr);
+        kl_kernel k;
+        auto launch = [&]() {
+            if (num_ctas == 0 && !fp8) {
+                KL_EMU_ASSERT_OK(kl_paged_decode_attn_bf16_gqa_bulk_get(&k, m));
+                KL_EMU_ASSERT_OK(kl_paged_decode_attn_bf16_gqa_bulk(
+                    &k, in.q->data(), in.kbp, in.vbp, out.data(), in.tables->data(), in.lens->data(),
+                    g.max_blocks_per_seq, g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv,
+                    g.q_stride, g.sliding_window, nullptr));
+            } else if (num_ctas == 0) {
+                KL_EMU_ASSERT_OK(kl_paged_decode_attn_fp8_gqa_bulk_get(&k, m));
+                KL_EMU_ASSERT_OK(kl_paged_decode_attn_fp8_gqa_bulk(
+                    &k, in.q->data(), in.k8p, in.v8p, out.data(), in.tables->data(), in.lens->data(),
+                    g.max_blocks_per_seq, g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv,
+                    c.k_scale, c.v_scale, g.q_stride, p.cache_stride, g.sliding_window, nullptr));
+            } else if (!fp8) {
+                KL_EMU_ASSERT_OK(kl_paged_decode_persist_bf16_gqa_bulk_get(&k, m));
+                KL_EMU_ASSERT_OK(kl_paged_decode_persist_bf16_gqa_bulk(
+                    &k, in.q->data(), in.kbp, in.vbp, out.data(), in.tables->data(), in.lens->data(),
+                    g.max_blocks_per_seq, g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv,
+                    g.q_stride, g.sliding_window, ws.data(), counters.data(), num_ctas, ws_bytes, nc, nullptr));
+            } else {
+                KL_EMU_ASSERT_OK(kl_paged_decode_persist_fp8_gqa_bulk_get(&k, m));
+                KL_EMU_ASSERT_OK(kl_paged_decode_persist_fp8_gqa_bulk(
+                    &k, in.q->data(), in.k8p, in.v8p, out.data(), in.tables->data(), in.lens->data(),
+                    g.max_blocks_per_seq, g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv,
+                    c.k_scale, c.v_scale, g.q_stride, p.cache_stride, g.sliding_window, ws.data(), counters.data(),
+                    num_ctas, ws_bytes, nc, nullptr));
+            }
+        };
+        launch();
+        EXPECT_TRUE(out.guards_intact()) << "a write landed outside the output";
+        EXPECT_TRUE(ws.guards_intact()) << "a write landed outside the workspace";
+        EXPECT_TRUE(counters.guards_intact()) << "a write landed outside the counters";
+        for (uint64_t i = 0; i < nc; i++)
+            EXPECT_EQ(counters[i], 0u) << "counter " << i << " is not back to zero after the launch";
+        std::vector<kl_bf16> all(kGuard + n_out + kGuard, kl_bf16{kPoisonBf16});
+        std::memcpy(all.data() + kGuard, out.data(), n_out * sizeof(kl_bf16));
+        paged_decode_problem::check_output(p, ref, all);
+        if (twice) {
+            const std::vector<kl_bf16> first(out.data(), out.data() + n_out);
+            out.fill_bytes(0xFF);
+            ws.fill_bytes(0xFF);
+            launch();
+            size_t differ = 0;
+            for (size_t i = 0; i < n_out; i++) differ += out[i].bits != first[i].bits;
+            EXPECT_EQ(differ, 0u) << "a second launch gave another output";
+            for (uint64_t i = 0; i < nc; i++) EXPECT_EQ(counters[i], 0u) << "counter " << i << " after the second launch";
+        }
+    }
+};
+
+// The seed grid: block sizes 1 (16 pages a tile: the producer's chunks
+// advance every other tile), 16 and 64; lengths 0, 1, a block, a block + 1
+// and 2000 (125 tiles: the ring wraps); windows none / inside a tile /
+// past the sequence; q rows padded.
+TEST_P(BulkEmulatedTest, SeedGridMatchesReferenceAtEveryBlockSizeAndWindow) {
+    uint32_t seed = 9000 + width();
+    for (bool fp8 : {false, true})
+        for (uint32_t bs : {1u, 16u, 64u}) {
+            Case c;
+            c.num_kv_heads = bs == 16 ? 2 : 1;
+            c.num_q_heads = c.num_kv_heads * width();
+            c.block_size = bs;
+            c.seq_lens = lengths_around(bs, {2000});
+            c.sliding_window = bs == 1 ? 7 : (bs == 16 ? 0 : 100000);
+            c.q_pad = bs == 1 ? 5 : 0;
+            c.k_scale = 0.45f;
+            c.v_scale = 2.2f;
+            c.seed = seed++;
+            run_case(fp8, c, 0);
+        }
+}
+
+// fp8 cache strides past the packed block (16-byte aligned: the copy
+// engine; 5: rows off 16 bytes, the producer's register path), K and V
+// interleaved in one allocation, caches off alignment (register path) for
+// both types, a mid-sequence window.
+TEST_P(BulkEmulatedTest, SeedGridStridesAlignmentAndInterleavedCaches) {
+    uint32_t seed = 9100 + width();
+    for (uint64_t pad : {uint64_t{16}, uint64_t{5}}) {
+        Case c;
+        c.num_kv_heads = 2;
+        c.num_q_heads = 2 * width();
+        c.seq_lens = lengths_around(16, {77, 300});
+        c.cache_pad = pad;
+        c.sliding_window = pad == 16 ? 11 : 150;
+        c.k_scale = 1.5f;
+        c.v_scale = 0.3f;
+        c.seed = seed++;
+        run_case(true, c, 0);
+    }
+    for (uint32_t mis : {0u, 1u, 3u}) {
+        Case c;
+        c.num_kv_heads = 2;
+        c.num_q_heads = 2 * width();
+        c.seq_lens = lengths_around(16, {61});
+        c.misalign = mis;
+        c.interleaved = mis == 0;
+        c.k_scale = 0.7f;
+        c.v_scale = 1.9f;
+        c.seed = seed++;
+        if (mis != 0) run_case(false, c, 0);
+        run_case(true, c, 0);
+    }
+}
+
+// The persistent launchers: num_ctas 1 (one block, every unit whole, the
+// stream across units), 5 and 13 (cut units, blocks inside one unit), 64
+// (more blocks than tiles); block sizes 1, 16, 64; windows.
+TEST_P(BulkEmulatedTest, PersistentMatchesReferenceAtEveryBlockSizeWindowAndGrid) {
+    uint32_t seed = 9200 + width();
+    const uint32_t ctas[] = {1, 5, 13, 64};
+    int i = 0;
+    for (bool fp8 : {false, true})
+        for (uint32_t bs : {1u, 16u, 64u}) {
+            Case c;
+            c.num_kv_heads = bs == 16 ? 2 : 1;
+            c.num_q_heads = c.num_kv_heads * width();
+            c.block_size = bs;
+            c.seq_lens = lengths_around(bs, {2 * static_cast<int32_t>(bs) + 3, 150});
+            c.sliding_window = bs == 64 ? 7 : 0;
+            c.cache_pad = fp8 && bs == 16 ? 16 : 0;
+            c.k_scale = 0.6f;
+            c.v_scale = 1.7f;
+            c.seed = seed++;
+            run_case(fp8, c, ctas[i++ % 4]);
+        }
+}
+
+// One long sequence cut into many blocks (the 1 x 32768 shape, smaller):
+// 2000 positions and an empty sequence over 7 blocks (records of 7 blocks
+// merged in one round), over 23 blocks (two rounds of 16 records), and a
+// table with no slack, so the producer's speculative first chunks are the
+// right ones (every sequence fills max_blocks_per_seq blocks); scores of
+// several hundred (the merge rescales to the common maximum).
+TEST_P(BulkEmulatedTest, PersistentLongSequenceCutIntoManyBlocks) {
+    uint32_t seed = 9300 + width();
+    for (bool fp8 : {false, true}) {
+        Case c;
+        c.num_kv_heads = 1;
+        c.num_q_heads = width();
+        c.seq_lens = {2000, 0};
+        c.k_scale = 0.9f;
+        c.v_scale = 1.3f;
+        c.seed = seed++;
+        run_case(fp8, c, 7);
+        c.seq_lens = {1999};
+        c.sliding_window = 1500;
+        c.inv_sqrt_d = 1.0;
+        c.q_amp = 8.0f;
+        c.k_scale = 2.0f;
+        c.seed = seed++;
+        run_case(fp8, c, 23);
+        c.seq_lens = {1024, 1024};
+        c.num_kv_heads = 2;
+        c.num_q_heads = 2 * width();
+        c.sliding_window = 0;
+        c.inv_sqrt_d = 0.0;
+        c.q_amp = 1.0f;
+        c.table_slack = 0;
+        c.seed = seed++;
+        run_case(fp8, c, 11);
+    }
+}
+
+// Counters return to zero and a second launch reproduces the first bit for
+// bit; caches off alignment (the register path) in the persistent kernel;
+// more sequences than a block scans at once (288).
+TEST_P(BulkEmulatedTest, PersistentCountersAlignmentAndManySequences) {
+    uint32_t seed = 9400 + width();
+    for (bool fp8 : {false, true}) {
+        Case c;
+        c.num_kv_heads = 2;
+        c.num_q_heads = 2 * width();
+        c.seq_lens = {300, 45, 0, 129};
+        c.misalign = fp8 ? 0 : 1;
+        c.cache_pad = fp8 ? 5 : 0;
+        c.k_scale = 0.6f;
+        c.v_scale = 1.1f;
+        c.seed = seed++;
+        run_case(fp8, c, 9, true);
+    }
+    Case c;
+    c.num_kv_heads = 1;
+    c.num_q_heads = width();
+    std::mt19937 gen(9500 + width());
+    for (int i = 0; i < 300; i++) c.seq_lens.push_back(static_cast<int32_t>(gen() % 20u));
+    c.seed = seed++;
+    run_case(width() == 8, c, 5);
+}
+
+INSTANTIATE_TEST_SUITE_P(BothVariants, BulkEmulatedTest, ::testing::Values(4, 8),
+                         [](const ::testing::TestParamInfo<int> &i) { return "gqa" + std::to_string(i.param) + "_d128"; });
+
+}  // namespace

@@ -1,0 +1,307 @@
+// CPU tests, through the recording backend, of the copy-engine GQA
+// launchers (paged_decode_{attn,persist}_{bf16,fp8}_gqa_bulk) and of the
+// persistent launchers' refusals, _mma and _bulk alike, which no other
+// test checks; and kl_paged_decode_gqa_pick. For both variants' constants:
+// - each bulk launcher launches what its _mma twin launches (grid, the
+//   packed argument bytes), with block 288, the spec's dynamic shared
+//   memory (ring + mbarriers + merge scratch + schedule), and, for the
+//   persistent ones, the programmatic-dependent-launch attribute;
+// - kl_X_get refuses an image of another target (sm_90a machine code only)
+//   with KL_ERROR_UNSUPPORTED, and a launch on a device that cannot grant
+//   the ring's shared memory is KL_ERROR_SHARED_MEMORY_LIMIT;
+// - the shapes the twin refuses are refused with the same status, and
+//   nothing is recorded;
+// - the persistent launchers refuse a workspace a byte short of
+//   kl_paged_decode_persist_workspace_bytes, counters a word short of
+//   kl_paged_decode_persist_counter_words, num_ctas 0 and 65536, each
+//   naming the spec's message (KL_ERROR_PRECONDITION; the workspace's,
+//   which reads a variant constant, KL_ERROR_VARIANT_MISMATCH), and accept
+//   the exact sizes.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "klaunch/paged_decode.h"
+#include "klaunch/paged_decode_split.h"
+#include "klaunch/record_backend.h"
+
+namespace {
+
+kl_bf16 *const kQ = reinterpret_cast<kl_bf16 *>(uintptr_t{0x10000});
+kl_bf16 *const kKb = reinterpret_cast<kl_bf16 *>(uintptr_t{0x20000});
+kl_bf16 *const kVb = reinterpret_cast<kl_bf16 *>(uintptr_t{0x30000});
+kl_fp8_e4m3 *const kK8 = reinterpret_cast<kl_fp8_e4m3 *>(uintptr_t{0x40000});
+kl_fp8_e4m3 *const kV8 = reinterpret_cast<kl_fp8_e4m3 *>(uintptr_t{0x50000});
+float *const kWs = reinterpret_cast<float *>(uintptr_t{0x60000});
+kl_bf16 *const kOut = reinterpret_cast<kl_bf16 *>(uintptr_t{0x70000});
+int32_t *const kTables = reinterpret_cast<int32_t *>(uintptr_t{0x80000});
+int32_t *const kLens = reinterpret_cast<int32_t *>(uintptr_t{0x90000});
+uint32_t *const kCounters = reinterpret_cast<uint32_t *>(uintptr_t{0xa0000});
+
+std::string module_text(int width, const char *arch_line) {
+    return std::string("klaunch-module 1\nfamily paged_decode\nvariant gqa") + std::to_string(width) +
+           "_d128\nspec_hash test\nsource_hash unknown\n" + arch_line + "const DECODE_GQA_PACK_WIDTH " +
+           std::to_string(width) + "\nconst DECODE_GQA_PACK_HEAD_DIM 128\n";
+}
+
+struct Args {
+    uint32_t mbps = 9, num_seqs = 5, nq = 0, nkv = 3, hd = 128, bs = 16;
+    float inv = 0.125f, ks = 0.5f, vs = 2.0f;
+    uint32_t q_stride = 0;
+    uint64_t cache_stride = 0;
+    uint32_t window = 0, ctas = 7;
+    uint64_t ws_bytes = 0, counters = 0;
+};
+
+// The four kinds: 0 attn bf16, 1 attn fp8, 2 persist bf16, 3 persist fp8.
+const char *const kMma[] = {"paged_decode_attn_bf16_gqa_mma", "paged_decode_attn_fp8_gqa_mma",
+                            "paged_decode_persist_bf16_gqa_mma", "paged_decode_persist_fp8_gqa_mma"};
+
+class BulkLaunchTest : public ::testing::TestWithParam<int> {
+  protected:
+    void SetUp() override { load("cuda_arch 900a\n", 227 * 1024); }
+    void TearDown() override {
+        if (loaded_) kl_module_unload(&mod_);
+    }
+    void load(const char *arch_line, uint32_t max_dynamic_shared) {
+        if (loaded_) kl_module_unload(&mod_);
+        kl_record_backend_init(&rb_, records_, kCapacity);
+        rb_.max_dynamic_shared = max_dynamic_shared;
+        const std::string text = module_text(GetParam(), arch_line);
+        ASSERT_EQ(kl_module_load(&rb_.base, text.c_str(), text.size(), &mod_), KL_SUCCESS) << kl_last_error_message();
+        loaded_ = true;
+    }
+
+    Args good() const {
+        Args a;
+        a.nq = a.nkv * static_cast<uint32_t>(GetParam());
+        a.q_stride = a.nq * a.hd + 3;
+        a.cache_stride = uint64_t{a.bs} * a.nkv * a.hd + 16;
+        a.ws_bytes = kl_paged_decode_persist_workspace_bytes(static_cast<uint32_t>(GetParam()), a.hd, a.ctas);
+        a.counters = kl_paged_decode_persist_counter_words(a.num_seqs, a.nkv);
+        return a;
+    }
+
+    kl_status get(int k, bool bulk, kl_kernel *kern) {
+        switch (k) {
+        case 0:
+            return bulk ? kl_paged_decode_attn_bf16_gqa_bulk_get(kern, &mod_)
+                        : kl_paged_decode_attn_bf16_gqa_mma_get(kern, &mod_);
+        case 1:
+            return bulk ? kl_paged_decode_attn_fp8_gqa_bulk_get(kern, &mod_)
+                        : kl_paged_decode_attn_fp8_gqa_mma_get(kern, &mod_);
+        case 2:
+            return bulk ? kl_paged_decode_persist_bf16_gqa_bulk_get(kern, &mod_)
+                        : kl_paged_decode_persist_bf16_gqa_mma_get(kern, &mod_);
+        default:
+            return bulk ? kl_paged_decode_persist_fp8_gqa_bulk_get(kern, &mod_)
+                        : kl_paged_decode_persist_fp8_gqa_mma_get(kern, &mod_);
+        }
+    }
+
+    // Launches kind k through the _mma launcher or its bulk twin.
+    kl_status launch(int k, bool bulk, const Args &a) {
+        kl_kernel kern;
+        const kl_status st = get(k, bulk, &kern);
+        if (st != KL_SUCCESS) return st;
+        switch (k) {
+        case 0:
+            return (bulk ? kl_paged_decode_attn_bf16_gqa_bulk : kl_paged_decode_attn_bf16_gqa_mma)(
+                &kern, kQ, kKb, kVb, kOut, kTables, kLens, a.mbps, a.num_seqs, a.nq, a.nkv, a.hd, a.bs, a.inv,
+                a.q_stride, a.window, nullptr);
+        case 1:
+            return (bulk ? kl_paged_decode_attn_fp8_gqa_bulk : kl_paged_decode_attn_fp8_gqa_mma)(
+                &kern, kQ, kK8, kV8, kOut, kTables, kLens, a.mbps, a.num_seqs, a.nq, a.nkv, a.hd, a.bs, a.inv, a.ks,
+                a.vs, a.q_stride, a.cache_stride, a.window, nullptr);
+        case 2:
+            return (bulk ? kl_paged_decode_persist_bf16_gqa_bulk : kl_paged_decode_persist_bf16_gqa_mma)(
+                &kern, kQ, kKb, kVb, kOut, kTables, kLens, a.mbps, a.num_seqs, a.nq, a.nkv, a.hd, a.bs, a.inv,
+                a.q_stride, a.window, kWs, kCounters, a.ctas, a.ws_bytes, a.counters, nullptr);
+        default:
+            return (bulk ? kl_paged_decode_persist_fp8_gqa_bulk : kl_paged_decode_persist_fp8_gqa_mma)(
+                &kern, kQ, kK8, kV8, kOut, kTables, kLens, a.mbps, a.num_seqs, a.nq, a.nkv, a.hd, a.bs, a.inv, a.ks,
+                a.vs, a.q_stride, a.cache_stride, a.window, kWs, kCounters, a.ctas, a.ws_bytes, a.counters, nullptr);
+        }
+    }
+
+    // The spec's dynamic shared memory of a bulk kernel (its layout:
+    // kernels/paged_decode/paged_decode_bulk.cuh): ring, 2 mbarriers a
+    // slot, merge scratch of 8 warps x (128 + 2) floats a head, 512 bytes.
+    uint32_t bulk_shared(int k) const {
+        const bool fp8 = k % 2 == 1;
+        const uint32_t ring = fp8 ? 32u * 32u * 144u : 16u * 32u * 272u;
+        const uint32_t bars = 16u * (fp8 ? 32u : 16u);
+        return ring + bars + 8u * static_cast<uint32_t>(GetParam()) * (128u + 2u) * 4u + 512u;
+    }
+
+    static constexpr size_t kCapacity = 4;
+    kl_record records_[kCapacity];
+    kl_record_backend rb_;
+    kl_module mod_;
+    bool loaded_ = false;
+};
+
+TEST_P(BulkLaunchTest, LaunchesWhatItsMmaTwinLaunchesWith288ThreadsAndTheRing) {
+    for (int k = 0; k < 4; k++) {
+        SCOPED_TRACE(kMma[k]);
+        kl_record_backend_clear(&rb_);
+        const Args a = good();
+        ASSERT_EQ(launch(k, false, a), KL_SUCCESS) << kl_last_error_message();
+        ASSERT_EQ(launch(k, true, a), KL_SUCCESS) << kl_last_error_message();
+        ASSERT_EQ(rb_.count, 2u);
+        const kl_record &mma = records_[0], &bulk = records_[1];
+        EXPECT_EQ(std::string(bulk.entry), std::string(kMma[k]).replace(std::string(kMma[k]).size() - 3, 3, "bulk"));
+        for (int i = 0; i < 3; i++) EXPECT_EQ(bulk.grid[i], mma.grid[i]);
+        EXPECT_EQ(bulk.block[0], 288u);
+        EXPECT_EQ(bulk.block[1], 1u);
+        EXPECT_EQ(bulk.block[2], 1u);
+        EXPECT_EQ(bulk.shared_bytes, bulk_shared(k));
+        EXPECT_EQ(bulk.attribute_flags, k >= 2 ? KL_LAUNCH_PROGRAMMATIC_SERIALIZATION : 0u);
+        ASSERT_EQ(bulk.arg_bytes, mma.arg_bytes);
+        EXPECT_EQ(std::memcmp(bulk.args, mma.args, bulk.arg_bytes), 0) << "the packed arguments differ";
+    }
+}
+
+TEST_P(BulkLaunchTest, RefusesAnotherTargetAndTooLittleSharedMemory) {
+    for (const char *arch : {"", "cuda_arch 900\n", "cuda_arch 800\n"}) {
+        load(arch, 227 * 1024);
+        for (int k = 0; k < 4; k++) {
+            SCOPED_TRACE(std::string(kMma[k]) + " bulk twin, image line '" + arch + "'");
+            kl_kernel kern;
+            EXPECT_EQ(get(k, true, &kern), KL_ERROR_UNSUPPORTED);
+            EXPECT_EQ(get(k, false, &kern), KL_SUCCESS) << "the _mma launchers load on any target";
+        }
+    }
+    // A device that grants 100 KiB: the ring does not fit, the launch is refused.
+    load("cuda_arch 900a\n", 100 * 1024);
+    for (int k = 0; k < 4; k++) {
+        SCOPED_TRACE(std::string(kMma[k]) + " bulk twin, 100 KiB of dynamic shared memory granted");
+        kl_record_backend_clear(&rb_);
+        EXPECT_EQ(launch(k, true, good()), KL_ERROR_SHARED_MEMORY_LIMIT);
+        EXPECT_EQ(rb_.count, 0u);
+    }
+}
+
+TEST_P(BulkLaunchTest, RefusesWhatItsMmaTwinRefuses) {
+    const int width = GetParam(), other = width == 4 ? 8 : 4;
+    struct Bad {
+        const char *why;
+        void (*edit)(Args &, int other);
+        bool fp8_only;
+    };
+    const Bad bads[] = {
+        {"the other variant's pack width", [](Args &a, int o) { a.nq = a.nkv * static_cast<uint32_t>(o); }, false},
+        {"head dim 64", [](Args &a, int) { a.hd = 64; }, false},
+        {"one query head more", [](Args &a, int) { a.nq += 1; }, false},
+        {"block size 0", [](Args &a, int) { a.bs = 0; }, false},
+        {"q_stride below the heads", [](Args &a, int) { a.q_stride = a.nq * a.hd - 1; }, false},
+        {"cache_stride below a block", [](Args &a, int) { a.cache_stride = uint64_t{a.bs} * a.nkv * a.hd - 1; }, true},
+    };
+    for (const Bad &b : bads)
+        for (int k = 0; k < 4; k++) {
+            if (b.fp8_only && k % 2 == 0) continue;
+            SCOPED_TRACE(std::string(kMma[k]) + ": " + b.why);
+            Args a = good();
+            b.edit(a, other);
+            kl_record_backend_clear(&rb_);
+            const kl_status mma = launch(k, false, a);
+            const kl_status bulk = launch(k, true, a);
+            EXPECT_NE(mma, KL_SUCCESS);
+            EXPECT_EQ(bulk, mma) << kl_last_error_message();
+            EXPECT_EQ(rb_.count, 0u) << "a refused launch was recorded";
+        }
+}
+
+// The persistent launchers' own preconditions: workspace, counters, grid.
+TEST_P(BulkLaunchTest, PersistentLaunchersRefuseShortWorkspaceShortCountersAndBadGrids) {
+    // The workspace check reads DECODE_GQA_PACK_WIDTH, so the generator
+    // reports it as KL_ERROR_VARIANT_MISMATCH (DESIGN.md, Expressions).
+    struct Bad {
+        const char *why, *message;
+        kl_status want;
+        void (*edit)(Args &);
+    };
+    const kl_status ws = KL_ERROR_VARIANT_MISMATCH, pre = KL_ERROR_PRECONDITION;
+    const char *ws_msg = "the workspace holds 2 records per block";
+    const char *cnt_msg = "counters holds one zeroed word per (sequence, KV head)";
+    const char *grid_msg = "the persistent grid has 1 to 65535 blocks";
+    const Bad bads[] = {
+        {"workspace a byte short", ws_msg, ws, [](Args &a) { a.ws_bytes -= 1; }},
+        {"no workspace", ws_msg, ws, [](Args &a) { a.ws_bytes = 0; }},
+        {"workspace for one block fewer", ws_msg, ws, [](Args &a) { a.ctas += 1; }},
+        {"counters a word short", cnt_msg, pre, [](Args &a) { a.counters -= 1; }},
+        {"counters for one sequence fewer", cnt_msg, pre, [](Args &a) { a.num_seqs += 1; }},
+        {"no counters", cnt_msg, pre, [](Args &a) { a.counters = 0; }},
+        {"no blocks", grid_msg, pre, [](Args &a) { a.ctas = 0; }},
+        {"65536 blocks", grid_msg, pre,
+         [](Args &a) {
+             a.ctas = 65536;
+             a.ws_bytes = UINT64_MAX;
+         }},
+    };
+    for (int k = 2; k < 4; k++)
+        for (bool bulk : {false, true})
+            for (const Bad &b : bads) {
+                SCOPED_TRACE(std::string(kMma[k]) + (bulk ? " (bulk twin)" : "") + ": " + b.why);
+                Args a = good();
+                b.edit(a);
+                kl_record_backend_clear(&rb_);
+                EXPECT_EQ(launch(k, bulk, a), b.want);
+                EXPECT_NE(std::string(kl_last_error_message()).find(b.message), std::string::npos)
+                    << kl_last_error_message();
+                EXPECT_EQ(rb_.count, 0u) << "a refused launch was recorded";
+            }
+    // The exact sizes pass, and one block at the limit.
+    for (int k = 2; k < 4; k++)
+        for (bool bulk : {false, true}) {
+            Args a = good();
+            kl_record_backend_clear(&rb_);
+            EXPECT_EQ(launch(k, bulk, a), KL_SUCCESS) << kl_last_error_message();
+            a.ctas = 65535;
+            a.ws_bytes = kl_paged_decode_persist_workspace_bytes(static_cast<uint32_t>(GetParam()), a.hd, a.ctas);
+            EXPECT_EQ(launch(k, bulk, a), KL_SUCCESS) << kl_last_error_message();
+            EXPECT_EQ(rb_.count, 2u);
+        }
+}
+
+TEST_P(BulkLaunchTest, GqaAppliesAnswersForTheBulkHandles) {
+    const uint32_t w = static_cast<uint32_t>(GetParam());
+    for (int k = 0; k < 4; k++) {
+        kl_kernel kern;
+        ASSERT_EQ(get(k, true, &kern), KL_SUCCESS) << kl_last_error_message();
+        EXPECT_TRUE(kl_paged_decode_gqa_applies(&kern, 8 * w, 8, 128));
+        EXPECT_FALSE(kl_paged_decode_gqa_applies(&kern, 8 * w + 1, 8, 128));
+        EXPECT_FALSE(kl_paged_decode_gqa_applies(&kern, 8 * w, 8, 64));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(BothVariants, BulkLaunchTest, ::testing::Values(4, 8),
+                         [](const ::testing::TestParamInfo<int> &i) { return "gqa" + std::to_string(i.param) + "_d128"; });
+
+// ---- kl_paged_decode_gqa_pick -------------------------------------------------------
+
+constexpr uint32_t kH200 = 132;
+
+TEST(PagedDecodeGqaPick, TakesThePersistentBulkLauncherWhereverItLoads) {
+    for (uint32_t seqs : {1u, 32u, 1000u})
+        EXPECT_EQ(kl_paged_decode_gqa_pick(seqs, 8, 32768 / seqs + 1, 0, 16, kH200, true, true),
+                  KL_PAGED_DECODE_GQA_BULK_PERSIST);
+    EXPECT_EQ(kl_paged_decode_gqa_pick(32, 8, 4096, 0, 16, kH200, true, false), KL_PAGED_DECODE_GQA_BULK_SEED);
+    EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, 16, kH200, true, false), KL_PAGED_DECODE_GQA_BULK_SEED);
+}
+
+TEST(PagedDecodeGqaPick, WithoutTheBulkLaunchersFollowsTheSplitRule) {
+    // 32 x 8 units fill 132 SMs: one split, the seed grid.
+    EXPECT_EQ(kl_paged_decode_gqa_pick(32, 8, 4096, 0, 16, kH200, false, true), KL_PAGED_DECODE_GQA_MMA_SEED);
+    EXPECT_EQ(kl_paged_decode_gqa_pick(32, 8, 4096, 0, 16, kH200, false, false), KL_PAGED_DECODE_GQA_MMA_SEED);
+    // One long sequence: 16 splits; the persistent launcher where the caller keeps its buffers.
+    EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, 16, kH200, false, true), KL_PAGED_DECODE_GQA_MMA_PERSIST);
+    EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, 16, kH200, false, false), KL_PAGED_DECODE_GQA_MMA_SPLIT);
+    // Degenerate shapes: the seed grid.
+    EXPECT_EQ(kl_paged_decode_gqa_pick(0, 8, 32768, 0, 16, kH200, false, true), KL_PAGED_DECODE_GQA_MMA_SEED);
+    EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, 16, 0, false, true), KL_PAGED_DECODE_GQA_MMA_SEED);
+}
+
+}  // namespace
