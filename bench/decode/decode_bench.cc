@@ -60,6 +60,19 @@
 //                 tokens/s, 1 x 32768 >= 0.8 of copy. Its output is checked
 //                 against the _mma seed kernel's and its counters are
 //                 checked to be zero after the timed launches (else exit 1).
+//   *_bulk        the copy-engine launchers (paged_decode_attn_*_gqa_bulk,
+//                 paged_decode_persist_*_gqa_bulk; sm_90a, skipped where
+//                 they do not load) on every shape with persistent rows:
+//                 the seed grid, the persistent grid swept as above and
+//                 at the rule's, and 8 persistent launches queued back to
+//                 back (no event between them: the programmatic dependent
+//                 launch overlaps each launch's start with the previous
+//                 one's tail), per launch, beside the persistent _mma
+//                 launcher's; each beside the _mma dispatch of the same
+//                 problem. Targets (issue 21): bf16 32 x 4096 >= 0.98 of
+//                 copy and >= 1.0x SDPA, fp8 >= 1.8x bf16 tokens/s, 1 x
+//                 32768 >= 0.85 of copy. Outputs checked against the _mma
+//                 seed kernel's, counters zero after the timed launches.
 // Correctness guard: the split path's output is compared with the seed
 // kernel's on the same inputs (relative difference < 1e-2), and the _mma
 // seed-grid output with the scalar one, else exit 1.
@@ -242,7 +255,9 @@ struct Kernels {
     kl_kernel attn_bf16, attn_fp8, split_bf16, split_fp8, combine, combine_pdl;
     kl_kernel attn_bf16_mma, attn_fp8_mma, split_bf16_mma, split_fp8_mma;
     kl_kernel persist_bf16, persist_fp8;
+    kl_kernel attn_bf16_bulk, attn_fp8_bulk, persist_bf16_bulk, persist_fp8_bulk;
 } g_k;
+bool g_have_bulk = false;  // the *_gqa_bulk launchers loaded (sm_90a)
 
 // Which launchers a row measures: the scalar GQA kernels or the tensor-core ones.
 enum class Impl { kScalar, kMma };
@@ -371,6 +386,48 @@ void launch_persist(const Problem &p, int run, uint32_t ctas) {
            "kl_paged_decode_persist_fp8_gqa_mma");
 }
 
+// The copy-engine launchers: the seed grid (paged_decode_attn_*_gqa_bulk)
+// and the persistent one (paged_decode_persist_*_gqa_bulk, a programmatic
+// dependent launch) at `ctas` blocks.
+void launch_bulk_seed(const Problem &p, int run) {
+    const CacheSet &c = p.sets[run % p.sets.size()];
+    const Shape &s = p.shape;
+    if (!s.fp8)
+        ok(kl_paged_decode_attn_bf16_gqa_bulk(&g_k.attn_bf16_bulk, p.q.as<kl_bf16>(), c.k.as<kl_bf16>(),
+                                              c.v.as<kl_bf16>(), p.out.as<kl_bf16>(), c.tables.as<int32_t>(),
+                                              p.lens.as<int32_t>(), p.blocks_per_seq, s.num_seqs, kNq, kNkv, kHd, kBs,
+                                              kInvSqrtD, kNq * kHd, s.window, g_mma_stream),
+           "kl_paged_decode_attn_bf16_gqa_bulk");
+    else
+        ok(kl_paged_decode_attn_fp8_gqa_bulk(&g_k.attn_fp8_bulk, p.q.as<kl_bf16>(), c.k.as<kl_fp8_e4m3>(),
+                                             c.v.as<kl_fp8_e4m3>(), p.out.as<kl_bf16>(), c.tables.as<int32_t>(),
+                                             p.lens.as<int32_t>(), p.blocks_per_seq, s.num_seqs, kNq, kNkv, kHd, kBs,
+                                             kInvSqrtD, 0.05f, 0.05f, kNq * kHd, p.block_elems, s.window,
+                                             g_mma_stream),
+           "kl_paged_decode_attn_fp8_gqa_bulk");
+}
+
+void launch_bulk_persist(const Problem &p, int run, uint32_t ctas) {
+    const CacheSet &c = p.sets[run % p.sets.size()];
+    const Shape &s = p.shape;
+    if (ctas > kPersistMaxCtas) die("a persistent row asks for more blocks than its workspace holds");
+    if (!s.fp8)
+        ok(kl_paged_decode_persist_bf16_gqa_bulk(&g_k.persist_bf16_bulk, p.q.as<kl_bf16>(), c.k.as<kl_bf16>(),
+                                                 c.v.as<kl_bf16>(), p.out.as<kl_bf16>(), c.tables.as<int32_t>(),
+                                                 p.lens.as<int32_t>(), p.blocks_per_seq, s.num_seqs, kNq, kNkv, kHd,
+                                                 kBs, kInvSqrtD, kNq * kHd, s.window, p.pws.as<float>(),
+                                                 p.pcnt.as<uint32_t>(), ctas, p.pws_bytes, p.pcnt_words, g_mma_stream),
+           "kl_paged_decode_persist_bf16_gqa_bulk");
+    else
+        ok(kl_paged_decode_persist_fp8_gqa_bulk(&g_k.persist_fp8_bulk, p.q.as<kl_bf16>(), c.k.as<kl_fp8_e4m3>(),
+                                                c.v.as<kl_fp8_e4m3>(), p.out.as<kl_bf16>(), c.tables.as<int32_t>(),
+                                                p.lens.as<int32_t>(), p.blocks_per_seq, s.num_seqs, kNq, kNkv, kHd,
+                                                kBs, kInvSqrtD, 0.05f, 0.05f, kNq * kHd, p.block_elems, s.window,
+                                                p.pws.as<float>(), p.pcnt.as<uint32_t>(), ctas, p.pws_bytes,
+                                                p.pcnt_words, g_mma_stream),
+           "kl_paged_decode_persist_fp8_gqa_bulk");
+}
+
 uint32_t rule(const Problem &p) {
     return kl_paged_decode_num_splits(p.shape.num_seqs, kNkv, p.shape.seq_len, p.shape.window, kBs, sm_count());
 }
@@ -446,6 +503,32 @@ void check_persist_matches_seed(const Problem &p, uint32_t ctas, const char *nam
                 name, ctas, rel, nonfinite);
     if (nonfinite != 0 || !(rel < 1e-2) || r2 == 0)
         die(std::string("the persistent kernel's output differs from the seed kernel's (") + name + ")");
+}
+
+// The bulk launchers (seed grid; persistent at `ctas`) give the _mma seed
+// kernel's output (set 0); the persistent one leaves its counters zero.
+void check_bulk_matches_seed(const Problem &p, uint32_t ctas, const char *name) {
+    launch_seed(p, 0, Impl::kMma);
+    ok(kl_cuda_synchronize(&g_cuda), "the _mma seed-grid kernel");
+    const std::vector<float> a = download_out(p);
+    for (int which = 0; which < 2; which++) {
+        ok(kl_cuda_memset_d8(&g_cuda, p.out.p, 0xFF, p.out.bytes), "poisoning the output");
+        ok(kl_cuda_memset_d8(&g_cuda, p.pws.p, 0xFF, p.pws.bytes), "poisoning the persistent workspace");
+        if (which == 0)
+            launch_bulk_seed(p, 0);
+        else
+            launch_bulk_persist(p, 0, ctas);
+        ok(kl_cuda_synchronize(&g_cuda), "the bulk kernel");
+        const std::vector<float> b = download_out(p);
+        size_t nonfinite = 0;
+        double r2 = 0;
+        const double rel = rel_diff(a, b, &nonfinite, &r2);
+        std::printf("  check %s: bulk %s vs the _mma seed kernel: ||diff|| / ||seed|| = %.2e, %zu non-finite\n", name,
+                    which == 0 ? "seed grid" : ("persistent at " + std::to_string(ctas) + " blocks").c_str(), rel,
+                    nonfinite);
+        if (nonfinite != 0 || !(rel < 1e-2) || r2 == 0)
+            die(std::string("a bulk kernel's output differs from the _mma seed kernel's (") + name + ")");
+    }
 }
 
 // The persistent counters are all zero (after every completed launch).
@@ -535,6 +618,12 @@ int main(int argc, char **argv) {
     ok(kl_paged_decode_split_fp8_gqa_mma_get(&g_k.split_fp8_mma, &mod), "kl_paged_decode_split_fp8_gqa_mma_get");
     ok(kl_paged_decode_persist_bf16_gqa_mma_get(&g_k.persist_bf16, &mod), "kl_paged_decode_persist_bf16_gqa_mma_get");
     ok(kl_paged_decode_persist_fp8_gqa_mma_get(&g_k.persist_fp8, &mod), "kl_paged_decode_persist_fp8_gqa_mma_get");
+    g_have_bulk = kl_paged_decode_attn_bf16_gqa_bulk_get(&g_k.attn_bf16_bulk, &mod) == KL_SUCCESS &&
+                  kl_paged_decode_attn_fp8_gqa_bulk_get(&g_k.attn_fp8_bulk, &mod) == KL_SUCCESS &&
+                  kl_paged_decode_persist_bf16_gqa_bulk_get(&g_k.persist_bf16_bulk, &mod) == KL_SUCCESS &&
+                  kl_paged_decode_persist_fp8_gqa_bulk_get(&g_k.persist_fp8_bulk, &mod) == KL_SUCCESS;
+    if (!g_have_bulk) std::printf("bulk      the *_gqa_bulk rows are not measured: %s\n", kl_last_error_message());
+    json_num("bulk_supported", g_have_bulk ? 1 : 0);
     g_have_pdl = kl_paged_decode_split_combine_pdl_get(&g_k.combine_pdl, &mod) == KL_SUCCESS;
     if (g_have_pdl) cu(g_stream_create(&g_mma_stream, 0), "cuStreamCreate");
     json_num("mma_split_combine_pdl", g_have_pdl ? 1 : 0);
@@ -628,11 +717,75 @@ int main(int argc, char **argv) {
         json_num(k + "_persist_speedup_over_mma_dispatch", old_us / rule_us);
         if (rule_us_out) *rule_us_out = rule_us;
     };
+    // The copy-engine rows of a shape (issue 21): the seed grid, the
+    // persistent launcher swept as bench_persist sweeps (and the rule's
+    // grid), each beside the _mma dispatch time `old_us` of the same
+    // problem; then 8 launches queued back to back (no event between them:
+    // what a decode loop sees, where the persistent bulk launcher's PDL
+    // overlaps its launch and prologue with the previous launch's tail),
+    // per launch, beside the persistent _mma launcher's. Keys <key>_bulk_*.
+    auto bench_bulk = [&](const std::string &k, const Problem &p, double old_us, double *rule_us_out) {
+        const Shape &s = p.shape;
+        const uint32_t r = kl_paged_decode_persist_ctas(s.num_seqs, kNkv, s.seq_len, s.window, sms);
+        check_bulk_matches_seed(p, r, k.c_str());
+        const double seed_us = median_us([&](int run) { launch_bulk_seed(p, run); }, g_mma_stream);
+        std::printf("  bulk seed grid        %8.1f us  %7.1f GB/s  %.3f of copy  %.3fx the _mma dispatch\n", seed_us,
+                    gbps(p.kv_bytes_read(), seed_us), gbps(p.kv_bytes_read(), seed_us) / copy_gbps, old_us / seed_us);
+        json_num(k + "_bulk_seed_us", seed_us);
+        json_num(k + "_bulk_seed_fraction_of_copy", gbps(p.kv_bytes_read(), seed_us) / copy_gbps);
+        std::vector<uint32_t> list = {sms / 2, sms - 4, sms, 2 * sms};
+        if (std::find(list.begin(), list.end(), r) == list.end()) list.push_back(r);
+        uint32_t best_n = 0;
+        double best_us = 0, rule_us = 0;
+        for (uint32_t n : list) {
+            const double us = median_us([&](int run) { launch_bulk_persist(p, run, n); }, g_mma_stream);
+            const double frac = gbps(p.kv_bytes_read(), us) / copy_gbps;
+            std::printf("  bulk persistent %4u blocks %8.1f us  %7.1f GB/s  %.3f of copy  %.3fx the _mma dispatch%s\n",
+                        n, us, gbps(p.kv_bytes_read(), us), frac, old_us / us, n == r ? "  (the rule's count)" : "");
+            json_num(k + "_bulk_persist" + std::to_string(n) + "_us", us);
+            if (best_n == 0 || us < best_us) best_n = n, best_us = us;
+            if (n == r) rule_us = us;
+        }
+        check_persist_counters(p, (k + " (bulk)").c_str());
+        constexpr int kB2b = 8;
+        const double b2b_us =
+            median_us([&](int run) {
+                for (int i = 0; i < kB2b; i++) launch_bulk_persist(p, run * kB2b + i, r);
+            }, g_mma_stream) / kB2b;
+        const double b2b_mma_us =
+            median_us([&](int run) {
+                for (int i = 0; i < kB2b; i++) launch_persist(p, run * kB2b + i, r);
+            }, g_mma_stream) / kB2b;
+        check_persist_counters(p, (k + " (back to back)").c_str());
+        const kl_paged_decode_gqa_path pick =
+            kl_paged_decode_gqa_pick(s.num_seqs, kNkv, s.seq_len, s.window, kBs, sms, true, true);
+        std::printf("  bulk persistent: rule %u blocks %.3f of copy, best %u blocks %.3f (the rule %.3f of the best); "
+                    "over the _mma dispatch %.3fx; %d back to back: %.1f us a launch (%.3f of copy; persistent _mma "
+                    "%.1f us, %.3f); kl_paged_decode_gqa_pick: %d\n",
+                    r, gbps(p.kv_bytes_read(), rule_us) / copy_gbps, best_n,
+                    gbps(p.kv_bytes_read(), best_us) / copy_gbps, best_us / rule_us, old_us / rule_us, kB2b, b2b_us,
+                    gbps(p.kv_bytes_read(), b2b_us) / copy_gbps, b2b_mma_us,
+                    gbps(p.kv_bytes_read(), b2b_mma_us) / copy_gbps, static_cast<int>(pick));
+        json_num(k + "_bulk_persist_rule_ctas", r);
+        json_num(k + "_bulk_persist_rule_us", rule_us);
+        json_num(k + "_bulk_persist_rule_fraction_of_copy", gbps(p.kv_bytes_read(), rule_us) / copy_gbps);
+        json_num(k + "_bulk_persist_best_ctas", best_n);
+        json_num(k + "_bulk_persist_best_fraction_of_copy", gbps(p.kv_bytes_read(), best_us) / copy_gbps);
+        json_num(k + "_bulk_persist_rule_over_best", best_us / rule_us);
+        json_num(k + "_bulk_speedup_over_mma_dispatch", old_us / rule_us);
+        json_num(k + "_bulk_b2b_us", b2b_us);
+        json_num(k + "_bulk_b2b_fraction_of_copy", gbps(p.kv_bytes_read(), b2b_us) / copy_gbps);
+        json_num(k + "_persist_b2b_us", b2b_mma_us);
+        json_num(k + "_persist_b2b_fraction_of_copy", gbps(p.kv_bytes_read(), b2b_mma_us) / copy_gbps);
+        json_num(k + "_bulk_pick", static_cast<int>(pick));
+        if (rule_us_out) *rule_us_out = rule_us;
+    };
     // The scalar rows of a shape, then (mma) the _mma rows on the same
-    // problem, then (persist) the persistent rows.
+    // problem, then (persist) the persistent rows and, where they load,
+    // the copy-engine rows.
     auto bench_shape = [&](const char *key, const Shape &s, const std::vector<uint32_t> &splits_list,
                            double *dispatch_us_out, bool mma = false, double *mma_us_out = nullptr,
-                           bool persist = false, double *persist_us_out = nullptr) {
+                           bool persist = false, double *persist_us_out = nullptr, double *bulk_us_out = nullptr) {
         uint32_t max_splits = 1;
         for (uint32_t x : splits_list) max_splits = std::max(max_splits, x);
         Problem p = make_problem(s, std::max(max_splits, KL_PAGED_DECODE_MAX_SPLITS));
@@ -643,13 +796,22 @@ int main(int argc, char **argv) {
             bench_impl(std::string(key) + "_mma", p, Impl::kMma, splits_list, &mus);
             if (mma_us_out) *mma_us_out = mus;
             if (persist) bench_persist(std::string(key) + "_mma", p, mus, persist_us_out);
+            if (persist && g_have_bulk) bench_bulk(std::string(key) + "_mma", p, mus, bulk_us_out);
         }
         return r;
     };
 
     double bf16_us = 0, fp8_us = 0, bf16_mma_us = 0, fp8_mma_us = 0, bf16_per_us = 0, fp8_per_us = 0;
-    bench_shape("gqa_bf16", Shape{32, 4096, 0, false}, sweep, &bf16_us, true, &bf16_mma_us, true, &bf16_per_us);
-    bench_shape("gqa_fp8", Shape{32, 4096, 0, true}, sweep, &fp8_us, true, &fp8_mma_us, true, &fp8_per_us);
+    double bf16_bulk_us = 0, fp8_bulk_us = 0;
+    bench_shape("gqa_bf16", Shape{32, 4096, 0, false}, sweep, &bf16_us, true, &bf16_mma_us, true, &bf16_per_us,
+                &bf16_bulk_us);
+    bench_shape("gqa_fp8", Shape{32, 4096, 0, true}, sweep, &fp8_us, true, &fp8_mma_us, true, &fp8_per_us,
+                &fp8_bulk_us);
+    if (g_have_bulk) {
+        std::printf("bulk persistent fp8 / bf16 tokens/s (rule's grid): %.3f (target >= 1.8)\n",
+                    bf16_bulk_us / fp8_bulk_us);
+        json_num("bulk_fp8_over_bf16_tokens_per_s", bf16_bulk_us / fp8_bulk_us);
+    }
     std::printf("persistent fp8 / bf16 tokens/s (rule's grid): %.3f (target >= 1.6)\n", bf16_per_us / fp8_per_us);
     json_num("persist_fp8_over_bf16_tokens_per_s", bf16_per_us / fp8_per_us);
     std::printf("fp8 / bf16 tokens/s (dispatch): %.3f scalar, %.3f _mma (target >= 1.6); _mma fp8 over scalar bf16 "

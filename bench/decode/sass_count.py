@@ -8,7 +8,11 @@ loads read per thread (LDG width: .128 16 bytes, .64 8, .U16 2, .U8 1; the
 4-byte loads are block-table entries, counted apart), the
 tensor-core (HMMA) and conversion (F2FP, the packed fp8 cvt is
 F2FP.F16.E4M3.UNPACK_B) counts, and the ratio instructions / byte per
-thread. Code behind a forward branch inside the loop (a rarely taken
+thread. The copy-engine kernels (*_bulk) read their cache tiles from a
+shared-memory ring: their consumer loop is listed as a "ring loop" (bytes
+of LDS.128 per thread, HMMA, F2FP) and their producer warp's loop as a
+"producer loop" (UBLKCP: cp.async.bulk, one cache row a lane; SYNCS: the
+mbarrier waits and arrivals). Code behind a forward branch inside the loop (a rarely taken
 rescale, say) is counted as if it ran, so the ratio is an upper bound.
 
 The memory limit to compare with, for an H200 (132 SMs, ~1.98 GHz, ~4.3
@@ -62,6 +66,17 @@ def load_bytes(op):
     return 0
 
 
+def shared_bytes(op):
+    """Bytes a shared-memory load reads per thread (LDS.128 16, .64 8): in
+    the copy-engine kernels (*_bulk) the cache tile comes from the ring."""
+    if not op.startswith('LDS'):
+        return 0
+    for suffix, n in (('.128', 16), ('.64', 8)):
+        if suffix in op:
+            return n
+    return 0
+
+
 def table_loads(op):
     return 1 if op.startswith('LDG') and not any(x in op for x in ('.128', '.64', '.U16', '.S16', '.U8', '.S8')) else 0
 
@@ -99,6 +114,9 @@ def summary(ins, lo, hi):
         'fp8_packed_cvt': sum(v for k, v in hist.items() if k.startswith('F2FP') and 'E4M3' in k),
         'ffma': hist.get('FFMA', 0),
         'local': sum(v for k, v in hist.items() if k.startswith(('LDL', 'STL'))),
+        'ring_bytes': sum(shared_bytes(opcode(t)) for _, t in body),
+        'bulk_copies': sum(v for k, v in hist.items() if k.startswith('UBLKCP')),
+        'mbarrier_ops': sum(v for k, v in hist.items() if k.startswith('SYNCS')),
         'hist': hist,
     }
 
@@ -119,6 +137,17 @@ def main(argv):
               f'{whole["fp8_packed_cvt"]} packed fp8 cvt, {whole["local"]} LDL/STL')
         for lo, hi in loops(ins):
             s = summary(ins, lo, hi)
+            if s['bulk_copies'] > 0:
+                print(f'  producer loop {lo:#x}-{hi:#x}: {s["instructions"]} instructions, {s["bulk_copies"]} '
+                      f'cp.async.bulk (UBLKCP, one cache row a lane), {s["mbarrier_ops"]} mbarrier ops')
+                continue
+            if s['ring_bytes'] >= 16 and s['hmma'] > 0:
+                print(f'  ring loop {lo:#x}-{hi:#x}: {s["instructions"]} instructions, {s["ring_bytes"]} bytes of '
+                      f'cache read from the shared-memory ring per thread, '
+                      f'{s["instructions"] / s["ring_bytes"]:.2f} instructions/byte; '
+                      f'FFMA {s["ffma"]}, HMMA {s["hmma"]}, F2FP {s["f2fp"]} (packed fp8 {s["fp8_packed_cvt"]}), '
+                      f'{s["mbarrier_ops"]} mbarrier ops')
+                continue
             if s['load_bytes'] < 16:
                 continue  # table walks, merges: not a cache loop
             print(f'  loop {lo:#x}-{hi:#x}: {s["instructions"]} instructions, {s["load_bytes"]} bytes loaded '

@@ -280,7 +280,7 @@ static __device__ __forceinline__ void paged_decode__bulk_produce(Sched sched, u
                 if (valid) kl__bulk_load(dst, src, R::ROW, full);
             } else {
                 if (valid) {
-#pragma unroll 4
+#pragma unroll
                     for (uint32_t c = 0; c < R::ROW; c += 16u) {
                         uint32_t w[4];
                         paged_decode__load_words<4, (int)R::ES, false>(w, src + c, true);

@@ -6,7 +6,12 @@ read from every sm_90 cubin the build makes (both variants).
   element main loop: its innermost cache loops hold HMMA;
 - the fp8 `*_mma` kernels convert E4M3 with the packed cvt
   (F2FP.F16.E4M3.UNPACK_B, two values an instruction), in their loops;
-- no decode kernel touches local memory (LDL/STL: spills).
+- no decode kernel touches local memory (LDL/STL: spills);
+- the copy-engine kernels (`*_gqa_bulk`, sm_90a cubins: their sm_90 code
+  is a trap) issue cp.async.bulk (UBLKCP) and mbarrier operations (SYNCS)
+  in their producer warp's loop, and their consumers' loop reads the ring
+  with LDS.128 and runs HMMA, no per-element FFMA, no global cache loads,
+  and (fp8) the packed E4M3 cvt.
 
 Needs cuobjdump (PyPI nvidia-cuda-cuobjdump, or the CUDA toolkit's): found
 on PATH, in $CUDA_PATH/bin, /usr/local/cuda/bin, or a venv named by
@@ -49,10 +54,10 @@ def is_cache_loop(s):
     return s["load_bytes"] >= 16 and s["table_loads"] > 0
 
 
-def cubins():
+def cubins(target="sm_90"):
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.join(here, "..", "..")
-    found = sorted(glob.glob(os.path.join(root, "kernels", "paged_decode_*.sm_90.cubin")))
+    found = sorted(glob.glob(os.path.join(root, "kernels", "paged_decode_*.%s.cubin" % target)))
     return found
 
 
@@ -63,17 +68,20 @@ class DecodeSass(unittest.TestCase):
         cls.funcs = {}
         if cls.tool is None:
             return
-        for c in cubins():
-            text = subprocess.run([cls.tool, "-sass", c], check=True, capture_output=True, text=True).stdout
-            cls.funcs[os.path.basename(c)] = sass_count.functions(text)
+        cls.funcs_90a = {}
+        for target, into in (("sm_90", cls.funcs), ("sm_90a", cls.funcs_90a)):
+            for c in cubins(target):
+                text = subprocess.run([cls.tool, "-sass", c], check=True, capture_output=True, text=True).stdout
+                into[os.path.basename(c)] = sass_count.functions(text)
 
     def setUp(self):
         if self.tool is None:
             self.skipTest("no cuobjdump (PyPI nvidia-cuda-cuobjdump or the CUDA toolkit's) on this machine")
         self.assertTrue(self.funcs, "no paged_decode sm_90 cubin in the test's data")
+        self.assertTrue(self.funcs_90a, "no paged_decode sm_90a cubin in the test's data")
 
-    def each(self, pred):
-        for cubin, funcs in self.funcs.items():
+    def each(self, pred, funcs_by_cubin=None):
+        for cubin, funcs in (self.funcs if funcs_by_cubin is None else funcs_by_cubin).items():
             for name, ins in funcs.items():
                 if pred(name):
                     yield cubin, name, ins
@@ -98,9 +106,33 @@ class DecodeSass(unittest.TestCase):
                     self.assertGreater(s["fp8_packed_cvt"], 0, "%s %s: a cache loop without the packed cvt" % (cubin, name))
 
     def test_no_decode_kernel_spills_to_local_memory(self):
-        for cubin, name, ins in self.each(lambda n: n.startswith("paged_decode")):
-            s = sass_count.summary(ins, 0, 1 << 40)
-            self.assertEqual(s["local"], 0, "%s %s: LDL/STL (spills)" % (cubin, name))
+        for funcs in (self.funcs, self.funcs_90a):
+            for cubin, name, ins in self.each(lambda n: n.startswith("paged_decode"), funcs):
+                s = sass_count.summary(ins, 0, 1 << 40)
+                self.assertEqual(s["local"], 0, "%s %s: LDL/STL (spills)" % (cubin, name))
+
+    def bulk_loops(self, ins):
+        loops = [sass_count.summary(ins, lo, hi) for lo, hi in sass_count.loops(ins)]
+        producer = [s for s in loops if s["bulk_copies"] > 0]
+        ring = [s for s in loops if s["ring_bytes"] >= 16 and s["hmma"] > 0]
+        return producer, ring
+
+    def test_bulk_kernels_copy_by_the_engine_and_compute_from_the_ring(self):
+        seen = 0
+        for cubin, name, ins in self.each(lambda n: n.endswith("_gqa_bulk"), self.funcs_90a):
+            seen += 1
+            producer, ring = self.bulk_loops(ins)
+            self.assertEqual(len(producer), 1, "%s %s: want one producer loop with UBLKCP" % (cubin, name))
+            self.assertGreater(producer[0]["mbarrier_ops"], 0, "%s %s: producer loop without mbarrier ops" % (cubin, name))
+            self.assertEqual(len(ring), 1, "%s %s: want one consumer loop over the ring" % (cubin, name))
+            r = ring[0]
+            self.assertGreaterEqual(r["ring_bytes"], 128, "%s %s: the ring loop reads too little" % (cubin, name))
+            self.assertGreater(r["mbarrier_ops"], 0, "%s %s: the ring loop waits on no mbarrier" % (cubin, name))
+            self.assertEqual(r["load_bytes"], 0, "%s %s: global cache loads in the ring loop" % (cubin, name))
+            self.assertLess(r["ffma"], 8, "%s %s: per-element FFMA in the ring loop" % (cubin, name))
+            if "fp8" in name:
+                self.assertGreater(r["fp8_packed_cvt"], 0, "%s %s: no packed E4M3 cvt in the ring loop" % (cubin, name))
+        self.assertEqual(seen, 4 * len(self.funcs_90a), "want 4 *_gqa_bulk kernels per sm_90a cubin")
 
 
 if __name__ == "__main__":
