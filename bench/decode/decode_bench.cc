@@ -60,19 +60,23 @@
 //                 tokens/s, 1 x 32768 >= 0.8 of copy. Its output is checked
 //                 against the _mma seed kernel's and its counters are
 //                 checked to be zero after the timed launches (else exit 1).
-//   *_bulk        the copy-engine launchers (paged_decode_attn_*_gqa_bulk,
-//                 paged_decode_persist_*_gqa_bulk; sm_90a, skipped where
-//                 they do not load) on every shape with persistent rows:
+//   *_bulk, *_tma the copy-engine launchers (paged_decode_attn_*_gqa_bulk,
+//                 paged_decode_persist_*_gqa_bulk: row copies; their
+//                 *_gqa_tma twins: tensor-map boxes, the maps encoded once
+//                 per cache set; sm_90a, skipped where they do not load)
+//                 on every shape with persistent rows:
 //                 the seed grid, the persistent grid swept as above and
 //                 at the rule's, and 8 persistent launches queued back to
 //                 back (no event between them: the programmatic dependent
 //                 launch overlaps each launch's start with the previous
 //                 one's tail), per launch, beside the persistent _mma
 //                 launcher's; each beside the _mma dispatch of the same
-//                 problem. Targets (issue 21): bf16 32 x 4096 >= 0.98 of
-//                 copy and >= 1.0x SDPA, fp8 >= 1.8x bf16 tokens/s, 1 x
-//                 32768 >= 0.85 of copy. Outputs checked against the _mma
-//                 seed kernel's, counters zero after the timed launches.
+//                 problem. Targets (issue 21, on the _tma persistent rows,
+//                 kl_paged_decode_gqa_pick's choice): bf16 32 x 4096 >=
+//                 0.98 of copy and >= 1.0x SDPA, fp8 >= 1.8x bf16
+//                 tokens/s, 1 x 32768 >= 0.85 of copy. Outputs checked
+//                 against the _mma seed kernel's, counters zero after the
+//                 timed launches.
 // Correctness guard: the split path's output is compared with the seed
 // kernel's on the same inputs (relative difference < 1e-2), and the _mma
 // seed-grid output with the scalar one, else exit 1.
@@ -187,9 +191,11 @@ constexpr uint32_t kNq = 32, kNkv = 8, kHd = 128, kBs = 16;
 constexpr uint32_t kPersistMaxCtas = 1024;  // the most blocks a persistent row launches
 constexpr float kInvSqrtD = 0.08838834764831845f;
 
-// One cache set: K, V, a shuffled block table; q and seq_lens are shared.
+// One cache set: K, V, a shuffled block table, and (where the *_gqa_tma
+// launchers load) K's and V's tensor maps; q and seq_lens are shared.
 struct CacheSet {
     Buf k, v, tables;
+    kl_tensor_map km, vm;
 };
 
 struct Problem {
@@ -211,6 +217,16 @@ struct Problem {
     uint64_t tokens() const { return uint64_t{shape.num_seqs} * shape.seq_len; }
 };
 
+// The launchers, looked up once in main().
+struct Kernels {
+    kl_kernel attn_bf16, attn_fp8, split_bf16, split_fp8, combine, combine_pdl;
+    kl_kernel attn_bf16_mma, attn_fp8_mma, split_bf16_mma, split_fp8_mma;
+    kl_kernel persist_bf16, persist_fp8;
+    kl_kernel attn_bf16_bulk, attn_fp8_bulk, persist_bf16_bulk, persist_fp8_bulk;
+    kl_kernel attn_bf16_tma, attn_fp8_tma, persist_bf16_tma, persist_fp8_tma;
+} g_k;
+bool g_have_bulk = false;  // the *_gqa_bulk and *_gqa_tma launchers loaded (sm_90a)
+
 Problem make_problem(const Shape &s, uint32_t max_splits) {
     Problem p;
     p.shape = s;
@@ -230,6 +246,25 @@ Problem make_problem(const Shape &s, uint32_t max_splits) {
         std::iota(t.begin(), t.end(), 0);
         std::shuffle(t.begin(), t.end(), gen);
         ok(kl_cuda_memcpy_htod(&g_cuda, cs.tables.p, t.data(), t.size() * 4), "upload of a block table");
+        if (g_have_bulk) {
+            // The 4-D views (d, kv head, slot, block), encoded once (outside every timing).
+            const uint64_t s2 = uint64_t{kNkv} * kHd, s3 = p.block_elems;
+            if (!s.fp8) {
+                ok(kl_paged_decode_attn_bf16_gqa_tma_k_map_encode(&g_k.attn_bf16_tma, &cs.km, cs.k.as<kl_bf16>(), kHd,
+                                                                  kNkv, kBs, nblocks, kHd, s2, s3),
+                   "kl_paged_decode_attn_bf16_gqa_tma_k_map_encode");
+                ok(kl_paged_decode_attn_bf16_gqa_tma_v_map_encode(&g_k.attn_bf16_tma, &cs.vm, cs.v.as<kl_bf16>(), kHd,
+                                                                  kNkv, kBs, nblocks, kHd, s2, s3),
+                   "kl_paged_decode_attn_bf16_gqa_tma_v_map_encode");
+            } else {
+                ok(kl_paged_decode_attn_fp8_gqa_tma_k_map_encode(&g_k.attn_fp8_tma, &cs.km, cs.k.as<kl_fp8_e4m3>(),
+                                                                 kHd, kNkv, kBs, nblocks, kHd, s2, s3),
+                   "kl_paged_decode_attn_fp8_gqa_tma_k_map_encode");
+                ok(kl_paged_decode_attn_fp8_gqa_tma_v_map_encode(&g_k.attn_fp8_tma, &cs.vm, cs.v.as<kl_fp8_e4m3>(),
+                                                                 kHd, kNkv, kBs, nblocks, kHd, s2, s3),
+                   "kl_paged_decode_attn_fp8_gqa_tma_v_map_encode");
+            }
+        }
         p.sets.push_back(std::move(cs));
     }
     p.q = Buf(size_t{s.num_seqs} * kNq * kHd * 2);
@@ -251,13 +286,6 @@ Problem make_problem(const Shape &s, uint32_t max_splits) {
 
 // ---- kernels --------------------------------------------------------------------------
 
-struct Kernels {
-    kl_kernel attn_bf16, attn_fp8, split_bf16, split_fp8, combine, combine_pdl;
-    kl_kernel attn_bf16_mma, attn_fp8_mma, split_bf16_mma, split_fp8_mma;
-    kl_kernel persist_bf16, persist_fp8;
-    kl_kernel attn_bf16_bulk, attn_fp8_bulk, persist_bf16_bulk, persist_fp8_bulk;
-} g_k;
-bool g_have_bulk = false;  // the *_gqa_bulk launchers loaded (sm_90a)
 
 // Which launchers a row measures: the scalar GQA kernels or the tensor-core ones.
 enum class Impl { kScalar, kMma };
@@ -386,13 +414,26 @@ void launch_persist(const Problem &p, int run, uint32_t ctas) {
            "kl_paged_decode_persist_fp8_gqa_mma");
 }
 
-// The copy-engine launchers: the seed grid (paged_decode_attn_*_gqa_bulk)
-// and the persistent one (paged_decode_persist_*_gqa_bulk, a programmatic
-// dependent launch) at `ctas` blocks.
-void launch_bulk_seed(const Problem &p, int run) {
+// The copy-engine launchers: the seed grid (paged_decode_attn_*_gqa_bulk,
+// or with maps its tensor-map twin *_gqa_tma) and the persistent one
+// (paged_decode_persist_*_gqa_{bulk,tma}, a programmatic dependent launch)
+// at `ctas` blocks.
+void launch_bulk_seed(const Problem &p, int run, bool maps = false) {
     const CacheSet &c = p.sets[run % p.sets.size()];
     const Shape &s = p.shape;
-    if (!s.fp8)
+    if (maps && !s.fp8)
+        ok(kl_paged_decode_attn_bf16_gqa_tma(&g_k.attn_bf16_tma, p.q.as<kl_bf16>(), &c.km, &c.vm, p.out.as<kl_bf16>(),
+                                             c.tables.as<int32_t>(), p.lens.as<int32_t>(), p.blocks_per_seq,
+                                             s.num_seqs, kNq, kNkv, kHd, kBs, kInvSqrtD, kNq * kHd, s.window,
+                                             g_mma_stream),
+           "kl_paged_decode_attn_bf16_gqa_tma");
+    else if (maps)
+        ok(kl_paged_decode_attn_fp8_gqa_tma(&g_k.attn_fp8_tma, p.q.as<kl_bf16>(), &c.km, &c.vm, p.out.as<kl_bf16>(),
+                                            c.tables.as<int32_t>(), p.lens.as<int32_t>(), p.blocks_per_seq,
+                                            s.num_seqs, kNq, kNkv, kHd, kBs, kInvSqrtD, 0.05f, 0.05f, kNq * kHd,
+                                            s.window, g_mma_stream),
+           "kl_paged_decode_attn_fp8_gqa_tma");
+    else if (!s.fp8)
         ok(kl_paged_decode_attn_bf16_gqa_bulk(&g_k.attn_bf16_bulk, p.q.as<kl_bf16>(), c.k.as<kl_bf16>(),
                                               c.v.as<kl_bf16>(), p.out.as<kl_bf16>(), c.tables.as<int32_t>(),
                                               p.lens.as<int32_t>(), p.blocks_per_seq, s.num_seqs, kNq, kNkv, kHd, kBs,
@@ -407,11 +448,25 @@ void launch_bulk_seed(const Problem &p, int run) {
            "kl_paged_decode_attn_fp8_gqa_bulk");
 }
 
-void launch_bulk_persist(const Problem &p, int run, uint32_t ctas) {
+void launch_bulk_persist(const Problem &p, int run, uint32_t ctas, bool maps = false) {
     const CacheSet &c = p.sets[run % p.sets.size()];
     const Shape &s = p.shape;
     if (ctas > kPersistMaxCtas) die("a persistent row asks for more blocks than its workspace holds");
-    if (!s.fp8)
+    if (maps && !s.fp8)
+        ok(kl_paged_decode_persist_bf16_gqa_tma(&g_k.persist_bf16_tma, p.q.as<kl_bf16>(), &c.km, &c.vm,
+                                                p.out.as<kl_bf16>(), c.tables.as<int32_t>(), p.lens.as<int32_t>(),
+                                                p.blocks_per_seq, s.num_seqs, kNq, kNkv, kHd, kBs, kInvSqrtD,
+                                                kNq * kHd, s.window, p.pws.as<float>(), p.pcnt.as<uint32_t>(), ctas,
+                                                p.pws_bytes, p.pcnt_words, g_mma_stream),
+           "kl_paged_decode_persist_bf16_gqa_tma");
+    else if (maps)
+        ok(kl_paged_decode_persist_fp8_gqa_tma(&g_k.persist_fp8_tma, p.q.as<kl_bf16>(), &c.km, &c.vm,
+                                               p.out.as<kl_bf16>(), c.tables.as<int32_t>(), p.lens.as<int32_t>(),
+                                               p.blocks_per_seq, s.num_seqs, kNq, kNkv, kHd, kBs, kInvSqrtD, 0.05f,
+                                               0.05f, kNq * kHd, s.window, p.pws.as<float>(), p.pcnt.as<uint32_t>(),
+                                               ctas, p.pws_bytes, p.pcnt_words, g_mma_stream),
+           "kl_paged_decode_persist_fp8_gqa_tma");
+    else if (!s.fp8)
         ok(kl_paged_decode_persist_bf16_gqa_bulk(&g_k.persist_bf16_bulk, p.q.as<kl_bf16>(), c.k.as<kl_bf16>(),
                                                  c.v.as<kl_bf16>(), p.out.as<kl_bf16>(), c.tables.as<int32_t>(),
                                                  p.lens.as<int32_t>(), p.blocks_per_seq, s.num_seqs, kNq, kNkv, kHd,
@@ -507,7 +562,7 @@ void check_persist_matches_seed(const Problem &p, uint32_t ctas, const char *nam
 
 // The bulk launchers (seed grid; persistent at `ctas`) give the _mma seed
 // kernel's output (set 0); the persistent one leaves its counters zero.
-void check_bulk_matches_seed(const Problem &p, uint32_t ctas, const char *name) {
+void check_bulk_matches_seed(const Problem &p, uint32_t ctas, const char *name, bool maps) {
     launch_seed(p, 0, Impl::kMma);
     ok(kl_cuda_synchronize(&g_cuda), "the _mma seed-grid kernel");
     const std::vector<float> a = download_out(p);
@@ -515,15 +570,16 @@ void check_bulk_matches_seed(const Problem &p, uint32_t ctas, const char *name) 
         ok(kl_cuda_memset_d8(&g_cuda, p.out.p, 0xFF, p.out.bytes), "poisoning the output");
         ok(kl_cuda_memset_d8(&g_cuda, p.pws.p, 0xFF, p.pws.bytes), "poisoning the persistent workspace");
         if (which == 0)
-            launch_bulk_seed(p, 0);
+            launch_bulk_seed(p, 0, maps);
         else
-            launch_bulk_persist(p, 0, ctas);
+            launch_bulk_persist(p, 0, ctas, maps);
         ok(kl_cuda_synchronize(&g_cuda), "the bulk kernel");
         const std::vector<float> b = download_out(p);
         size_t nonfinite = 0;
         double r2 = 0;
         const double rel = rel_diff(a, b, &nonfinite, &r2);
-        std::printf("  check %s: bulk %s vs the _mma seed kernel: ||diff|| / ||seed|| = %.2e, %zu non-finite\n", name,
+        std::printf("  check %s: %s %s vs the _mma seed kernel: ||diff|| / ||seed|| = %.2e, %zu non-finite\n", name,
+                    maps ? "tma" : "bulk",
                     which == 0 ? "seed grid" : ("persistent at " + std::to_string(ctas) + " blocks").c_str(), rel,
                     nonfinite);
         if (nonfinite != 0 || !(rel < 1e-2) || r2 == 0)
@@ -621,7 +677,11 @@ int main(int argc, char **argv) {
     g_have_bulk = kl_paged_decode_attn_bf16_gqa_bulk_get(&g_k.attn_bf16_bulk, &mod) == KL_SUCCESS &&
                   kl_paged_decode_attn_fp8_gqa_bulk_get(&g_k.attn_fp8_bulk, &mod) == KL_SUCCESS &&
                   kl_paged_decode_persist_bf16_gqa_bulk_get(&g_k.persist_bf16_bulk, &mod) == KL_SUCCESS &&
-                  kl_paged_decode_persist_fp8_gqa_bulk_get(&g_k.persist_fp8_bulk, &mod) == KL_SUCCESS;
+                  kl_paged_decode_persist_fp8_gqa_bulk_get(&g_k.persist_fp8_bulk, &mod) == KL_SUCCESS &&
+                  kl_paged_decode_attn_bf16_gqa_tma_get(&g_k.attn_bf16_tma, &mod) == KL_SUCCESS &&
+                  kl_paged_decode_attn_fp8_gqa_tma_get(&g_k.attn_fp8_tma, &mod) == KL_SUCCESS &&
+                  kl_paged_decode_persist_bf16_gqa_tma_get(&g_k.persist_bf16_tma, &mod) == KL_SUCCESS &&
+                  kl_paged_decode_persist_fp8_gqa_tma_get(&g_k.persist_fp8_tma, &mod) == KL_SUCCESS;
     if (!g_have_bulk) std::printf("bulk      the *_gqa_bulk rows are not measured: %s\n", kl_last_error_message());
     json_num("bulk_supported", g_have_bulk ? 1 : 0);
     g_have_pdl = kl_paged_decode_split_combine_pdl_get(&g_k.combine_pdl, &mod) == KL_SUCCESS;
@@ -724,33 +784,36 @@ int main(int argc, char **argv) {
     // what a decode loop sees, where the persistent bulk launcher's PDL
     // overlaps its launch and prologue with the previous launch's tail),
     // per launch, beside the persistent _mma launcher's. Keys <key>_bulk_*.
-    auto bench_bulk = [&](const std::string &k, const Problem &p, double old_us, double *rule_us_out) {
+    auto bench_bulk = [&](const std::string &k0, const Problem &p, double old_us, double *rule_us_out, bool maps) {
         const Shape &s = p.shape;
+        const std::string k = k0 + (maps ? "_tma" : "_bulk"), kind = maps ? "tma " : "bulk";
         const uint32_t r = kl_paged_decode_persist_ctas(s.num_seqs, kNkv, s.seq_len, s.window, sms);
-        check_bulk_matches_seed(p, r, k.c_str());
-        const double seed_us = median_us([&](int run) { launch_bulk_seed(p, run); }, g_mma_stream);
-        std::printf("  bulk seed grid        %8.1f us  %7.1f GB/s  %.3f of copy  %.3fx the _mma dispatch\n", seed_us,
-                    gbps(p.kv_bytes_read(), seed_us), gbps(p.kv_bytes_read(), seed_us) / copy_gbps, old_us / seed_us);
-        json_num(k + "_bulk_seed_us", seed_us);
-        json_num(k + "_bulk_seed_fraction_of_copy", gbps(p.kv_bytes_read(), seed_us) / copy_gbps);
+        check_bulk_matches_seed(p, r, k.c_str(), maps);
+        const double seed_us = median_us([&](int run) { launch_bulk_seed(p, run, maps); }, g_mma_stream);
+        std::printf("  %s seed grid        %8.1f us  %7.1f GB/s  %.3f of copy  %.3fx the _mma dispatch\n",
+                    kind.c_str(), seed_us, gbps(p.kv_bytes_read(), seed_us),
+                    gbps(p.kv_bytes_read(), seed_us) / copy_gbps, old_us / seed_us);
+        json_num(k + "_seed_us", seed_us);
+        json_num(k + "_seed_fraction_of_copy", gbps(p.kv_bytes_read(), seed_us) / copy_gbps);
         std::vector<uint32_t> list = {sms / 2, sms - 4, sms, 2 * sms};
         if (std::find(list.begin(), list.end(), r) == list.end()) list.push_back(r);
         uint32_t best_n = 0;
         double best_us = 0, rule_us = 0;
         for (uint32_t n : list) {
-            const double us = median_us([&](int run) { launch_bulk_persist(p, run, n); }, g_mma_stream);
+            const double us = median_us([&](int run) { launch_bulk_persist(p, run, n, maps); }, g_mma_stream);
             const double frac = gbps(p.kv_bytes_read(), us) / copy_gbps;
-            std::printf("  bulk persistent %4u blocks %8.1f us  %7.1f GB/s  %.3f of copy  %.3fx the _mma dispatch%s\n",
-                        n, us, gbps(p.kv_bytes_read(), us), frac, old_us / us, n == r ? "  (the rule's count)" : "");
-            json_num(k + "_bulk_persist" + std::to_string(n) + "_us", us);
+            std::printf("  %s persistent %4u blocks %8.1f us  %7.1f GB/s  %.3f of copy  %.3fx the _mma dispatch%s\n",
+                        kind.c_str(), n, us, gbps(p.kv_bytes_read(), us), frac, old_us / us,
+                        n == r ? "  (the rule's count)" : "");
+            json_num(k + "_persist" + std::to_string(n) + "_us", us);
             if (best_n == 0 || us < best_us) best_n = n, best_us = us;
             if (n == r) rule_us = us;
         }
-        check_persist_counters(p, (k + " (bulk)").c_str());
+        check_persist_counters(p, k.c_str());
         constexpr int kB2b = 8;
         const double b2b_us =
             median_us([&](int run) {
-                for (int i = 0; i < kB2b; i++) launch_bulk_persist(p, run * kB2b + i, r);
+                for (int i = 0; i < kB2b; i++) launch_bulk_persist(p, run * kB2b + i, r, maps);
             }, g_mma_stream) / kB2b;
         const double b2b_mma_us =
             median_us([&](int run) {
@@ -758,26 +821,26 @@ int main(int argc, char **argv) {
             }, g_mma_stream) / kB2b;
         check_persist_counters(p, (k + " (back to back)").c_str());
         const kl_paged_decode_gqa_path pick =
-            kl_paged_decode_gqa_pick(s.num_seqs, kNkv, s.seq_len, s.window, kBs, sms, true, true);
-        std::printf("  bulk persistent: rule %u blocks %.3f of copy, best %u blocks %.3f (the rule %.3f of the best); "
+            kl_paged_decode_gqa_pick(s.num_seqs, kNkv, s.seq_len, s.window, kBs, sms, true, maps, true);
+        std::printf("  %s persistent: rule %u blocks %.3f of copy, best %u blocks %.3f (the rule %.3f of the best); "
                     "over the _mma dispatch %.3fx; %d back to back: %.1f us a launch (%.3f of copy; persistent _mma "
                     "%.1f us, %.3f); kl_paged_decode_gqa_pick: %d\n",
-                    r, gbps(p.kv_bytes_read(), rule_us) / copy_gbps, best_n,
+                    kind.c_str(), r, gbps(p.kv_bytes_read(), rule_us) / copy_gbps, best_n,
                     gbps(p.kv_bytes_read(), best_us) / copy_gbps, best_us / rule_us, old_us / rule_us, kB2b, b2b_us,
                     gbps(p.kv_bytes_read(), b2b_us) / copy_gbps, b2b_mma_us,
                     gbps(p.kv_bytes_read(), b2b_mma_us) / copy_gbps, static_cast<int>(pick));
-        json_num(k + "_bulk_persist_rule_ctas", r);
-        json_num(k + "_bulk_persist_rule_us", rule_us);
-        json_num(k + "_bulk_persist_rule_fraction_of_copy", gbps(p.kv_bytes_read(), rule_us) / copy_gbps);
-        json_num(k + "_bulk_persist_best_ctas", best_n);
-        json_num(k + "_bulk_persist_best_fraction_of_copy", gbps(p.kv_bytes_read(), best_us) / copy_gbps);
-        json_num(k + "_bulk_persist_rule_over_best", best_us / rule_us);
-        json_num(k + "_bulk_speedup_over_mma_dispatch", old_us / rule_us);
-        json_num(k + "_bulk_b2b_us", b2b_us);
-        json_num(k + "_bulk_b2b_fraction_of_copy", gbps(p.kv_bytes_read(), b2b_us) / copy_gbps);
-        json_num(k + "_persist_b2b_us", b2b_mma_us);
-        json_num(k + "_persist_b2b_fraction_of_copy", gbps(p.kv_bytes_read(), b2b_mma_us) / copy_gbps);
-        json_num(k + "_bulk_pick", static_cast<int>(pick));
+        json_num(k + "_persist_rule_ctas", r);
+        json_num(k + "_persist_rule_us", rule_us);
+        json_num(k + "_persist_rule_fraction_of_copy", gbps(p.kv_bytes_read(), rule_us) / copy_gbps);
+        json_num(k + "_persist_best_ctas", best_n);
+        json_num(k + "_persist_best_fraction_of_copy", gbps(p.kv_bytes_read(), best_us) / copy_gbps);
+        json_num(k + "_persist_rule_over_best", best_us / rule_us);
+        json_num(k + "_speedup_over_mma_dispatch", old_us / rule_us);
+        json_num(k + "_b2b_us", b2b_us);
+        json_num(k + "_b2b_fraction_of_copy", gbps(p.kv_bytes_read(), b2b_us) / copy_gbps);
+        json_num(k0 + "_persist_b2b_us", b2b_mma_us);
+        json_num(k0 + "_persist_b2b_fraction_of_copy", gbps(p.kv_bytes_read(), b2b_mma_us) / copy_gbps);
+        json_num(k + "_pick", static_cast<int>(pick));
         if (rule_us_out) *rule_us_out = rule_us;
     };
     // The scalar rows of a shape, then (mma) the _mma rows on the same
@@ -796,7 +859,11 @@ int main(int argc, char **argv) {
             bench_impl(std::string(key) + "_mma", p, Impl::kMma, splits_list, &mus);
             if (mma_us_out) *mma_us_out = mus;
             if (persist) bench_persist(std::string(key) + "_mma", p, mus, persist_us_out);
-            if (persist && g_have_bulk) bench_bulk(std::string(key) + "_mma", p, mus, bulk_us_out);
+            if (persist && g_have_bulk) {
+                double ignored = 0;
+                bench_bulk(std::string(key) + "_mma", p, mus, &ignored, false);
+                bench_bulk(std::string(key) + "_mma", p, mus, bulk_us_out, true);
+            }
         }
         return r;
     };
@@ -808,9 +875,9 @@ int main(int argc, char **argv) {
     bench_shape("gqa_fp8", Shape{32, 4096, 0, true}, sweep, &fp8_us, true, &fp8_mma_us, true, &fp8_per_us,
                 &fp8_bulk_us);
     if (g_have_bulk) {
-        std::printf("bulk persistent fp8 / bf16 tokens/s (rule's grid): %.3f (target >= 1.8)\n",
+        std::printf("tma persistent fp8 / bf16 tokens/s (rule's grid): %.3f (target >= 1.8)\n",
                     bf16_bulk_us / fp8_bulk_us);
-        json_num("bulk_fp8_over_bf16_tokens_per_s", bf16_bulk_us / fp8_bulk_us);
+        json_num("tma_fp8_over_bf16_tokens_per_s", bf16_bulk_us / fp8_bulk_us);
     }
     std::printf("persistent fp8 / bf16 tokens/s (rule's grid): %.3f (target >= 1.6)\n", bf16_per_us / fp8_per_us);
     json_num("persist_fp8_over_bf16_tokens_per_s", bf16_per_us / fp8_per_us);

@@ -11,8 +11,9 @@ F2FP.F16.E4M3.UNPACK_B) counts, and the ratio instructions / byte per
 thread. The copy-engine kernels (*_bulk) read their cache tiles from a
 shared-memory ring: their consumer loop is listed as a "ring loop" (bytes
 of LDS.128 per thread, HMMA, F2FP) and their producer warp's loop as a
-"producer loop" (UBLKCP: cp.async.bulk, one cache row a lane; SYNCS: the
-mbarrier waits and arrivals). Code behind a forward branch inside the loop (a rarely taken
+"producer loop" (UBLKCP: cp.async.bulk, one cache row a lane; UTMALDG:
+cp.async.bulk.tensor, a box of 16 rows; SYNCS: the mbarrier waits and
+arrivals). Code behind a forward branch inside the loop (a rarely taken
 rescale, say) is counted as if it ran, so the ratio is an upper bound.
 
 The memory limit to compare with, for an H200 (132 SMs, ~1.98 GHz, ~4.3
@@ -116,6 +117,7 @@ def summary(ins, lo, hi):
         'local': sum(v for k, v in hist.items() if k.startswith(('LDL', 'STL'))),
         'ring_bytes': sum(shared_bytes(opcode(t)) for _, t in body),
         'bulk_copies': sum(v for k, v in hist.items() if k.startswith('UBLKCP')),
+        'tensor_copies': sum(v for k, v in hist.items() if k.startswith('UTMALDG')),
         'mbarrier_ops': sum(v for k, v in hist.items() if k.startswith('SYNCS')),
         'hist': hist,
     }
@@ -137,9 +139,10 @@ def main(argv):
               f'{whole["fp8_packed_cvt"]} packed fp8 cvt, {whole["local"]} LDL/STL')
         for lo, hi in loops(ins):
             s = summary(ins, lo, hi)
-            if s['bulk_copies'] > 0:
+            if s['bulk_copies'] > 0 or s['tensor_copies'] > 0:
                 print(f'  producer loop {lo:#x}-{hi:#x}: {s["instructions"]} instructions, {s["bulk_copies"]} '
-                      f'cp.async.bulk (UBLKCP, one cache row a lane), {s["mbarrier_ops"]} mbarrier ops')
+                      f'cp.async.bulk (UBLKCP, one cache row a lane), {s["tensor_copies"]} cp.async.bulk.tensor '
+                      f'(UTMALDG, a box of 16 rows), {s["mbarrier_ops"]} mbarrier ops')
                 continue
             if s['ring_bytes'] >= 16 and s['hmma'] > 0:
                 print(f'  ring loop {lo:#x}-{hi:#x}: {s["instructions"]} instructions, {s["ring_bytes"]} bytes of '

@@ -89,31 +89,38 @@ def main():
     if "persist_fp8_over_bf16_tokens_per_s" in b:
         row("persistent fp8 32 x 4096: tokens/s over persistent bf16", b["persist_fp8_over_bf16_tokens_per_s"],
             "{:.3f}", 1.6)
-    # The copy-engine launchers (issue 21's targets), where they loaded.
+    # The copy-engine launchers (issue 21's targets on the _tma rows:
+    # kl_paged_decode_gqa_pick's choice for these shapes), where they loaded.
     if b.get("bulk_supported"):
-        for key, label, target in (("gqa_bf16_mma", "bf16 32 x 4096", 0.98), ("gqa_fp8_mma", "fp8 32 x 4096", None),
-                                   ("long_seq_mma", "bf16 1 x 32768", 0.85),
-                                   ("long_seq_fp8_mma", "fp8 1 x 32768", None)):
-            if key + "_bulk_persist_rule_us" not in b:
-                continue
-            row("bulk persistent %s (%d blocks), fraction of copy" % (label, b[key + "_bulk_persist_rule_ctas"]),
-                b[key + "_bulk_persist_rule_fraction_of_copy"], "{:.3f}", target)
-            row("bulk persistent %s: best grid (%d blocks), fraction of copy" % (label, b[key + "_bulk_persist_best_ctas"]),
-                b[key + "_bulk_persist_best_fraction_of_copy"], "{:.3f}")
-            row("bulk persistent %s: the rule's grid over the best (within 5%%)" % label,
-                b[key + "_bulk_persist_rule_over_best"], "{:.3f}", 0.95)
-            row("bulk persistent %s: speed-up over the _mma dispatch (same run)" % label,
-                b[key + "_bulk_speedup_over_mma_dispatch"], "{:.3f}")
-            row("bulk seed grid %s, fraction of copy" % label, b[key + "_bulk_seed_fraction_of_copy"], "{:.3f}")
-            row("bulk persistent %s, 8 back to back (PDL), a launch: fraction of copy" % label,
-                b[key + "_bulk_b2b_fraction_of_copy"], "{:.3f}", target)
-            row("persistent _mma %s, 8 back to back, a launch: fraction of copy" % label,
-                b[key + "_persist_b2b_fraction_of_copy"], "{:.3f}")
-        if "bulk_fp8_over_bf16_tokens_per_s" in b:
-            row("bulk persistent fp8 32 x 4096: tokens/s over bulk persistent bf16",
-                b["bulk_fp8_over_bf16_tokens_per_s"], "{:.3f}", 1.8)
+        for kind in ("tma", "bulk"):
+            for key, label, target in (("gqa_bf16_mma", "bf16 32 x 4096", 0.98),
+                                       ("gqa_fp8_mma", "fp8 32 x 4096", None),
+                                       ("long_seq_mma", "bf16 1 x 32768", 0.85),
+                                       ("long_seq_fp8_mma", "fp8 1 x 32768", None)):
+                k = key + "_" + kind
+                if k + "_persist_rule_us" not in b:
+                    continue
+                t = target if kind == "tma" else None
+                row("%s persistent %s (%d blocks), fraction of copy" % (kind, label, b[k + "_persist_rule_ctas"]),
+                    b[k + "_persist_rule_fraction_of_copy"], "{:.3f}", t)
+                row("%s persistent %s: best grid (%d blocks), fraction of copy" % (kind, label,
+                                                                                 b[k + "_persist_best_ctas"]),
+                    b[k + "_persist_best_fraction_of_copy"], "{:.3f}")
+                row("%s persistent %s: the rule's grid over the best (within 5%%)" % (kind, label),
+                    b[k + "_persist_rule_over_best"], "{:.3f}", 0.95)
+                row("%s persistent %s: speed-up over the _mma dispatch (same run)" % (kind, label),
+                    b[k + "_speedup_over_mma_dispatch"], "{:.3f}")
+                row("%s seed grid %s, fraction of copy" % (kind, label), b[k + "_seed_fraction_of_copy"], "{:.3f}")
+                row("%s persistent %s, 8 back to back (PDL), a launch: fraction of copy" % (kind, label),
+                    b[k + "_b2b_fraction_of_copy"], "{:.3f}", t)
+                if kind == "tma":
+                    row("persistent _mma %s, 8 back to back, a launch: fraction of copy" % label,
+                        b[key + "_persist_b2b_fraction_of_copy"], "{:.3f}")
+        if "tma_fp8_over_bf16_tokens_per_s" in b:
+            row("tma persistent fp8 32 x 4096: tokens/s over tma persistent bf16",
+                b["tma_fp8_over_bf16_tokens_per_s"], "{:.3f}", 1.8)
     elif "bulk_supported" in b:
-        rows.append(("bulk (copy-engine) launchers", "n/a", "", "need sm_90a"))
+        rows.append(("copy-engine (bulk, tma) launchers", "n/a", "", "need sm_90a"))
     for n in (8192, 16384, 32768):
         row("window 4096 over %d: time (us)" % n, b["window4096_len%d_dispatch_us" % n], "{:.1f}")
     row("window 4096: max / min time over 8192..32768 (flat)", b["window_max_over_min"], "{:.3f}", 1.1,
@@ -143,12 +150,16 @@ def main():
                 row("persistent bf16 over torch SDPA (K+V bytes/s)", kl / t["best_kv_gbps"], "{:.3f}", 1.0)
                 kl = b["gqa_bf16_mma_kv_bytes"] / (b["gqa_bf16_mma_persist_best_us"] * 1e3)
                 row("persistent bf16, best grid, over torch SDPA", kl / t["best_kv_gbps"], "{:.3f}", 1.0)
-            if "gqa_bf16_mma_bulk_persist_rule_us" in b:
-                kl = b["gqa_bf16_mma_kv_bytes"] / (b["gqa_bf16_mma_bulk_persist_rule_us"] * 1e3)
-                row("bulk persistent bf16 (kl_paged_decode_gqa_pick's) over torch SDPA (K+V bytes/s)",
-                    kl / t["best_kv_gbps"], "{:.3f}", 1.0)
-                kl = b["gqa_bf16_mma_kv_bytes"] / (b["gqa_bf16_mma_bulk_seed_us"] * 1e3)
-                row("bulk seed grid bf16 over torch SDPA", kl / t["best_kv_gbps"], "{:.3f}", 1.0)
+            for kind in ("tma", "bulk"):
+                k = "gqa_bf16_mma_" + kind
+                if k + "_persist_rule_us" not in b:
+                    continue
+                kl = b["gqa_bf16_mma_kv_bytes"] / (b[k + "_persist_rule_us"] * 1e3)
+                row("%s persistent bf16%s over torch SDPA (K+V bytes/s)"
+                    % (kind, " (kl_paged_decode_gqa_pick's)" if kind == "tma" else ""),
+                    kl / t["best_kv_gbps"], "{:.3f}", 1.0 if kind == "tma" else None)
+                kl = b["gqa_bf16_mma_kv_bytes"] / (b[k + "_seed_us"] * 1e3)
+                row("%s seed grid bf16 over torch SDPA" % kind, kl / t["best_kv_gbps"], "{:.3f}")
         else:
             rows.append(("torch SDPA", "n/a", "", t.get("error", "failed")))
 

@@ -48,9 +48,10 @@
  *   workspace_bytes argument against the same formula.
  *
  * CHOOSING A LAUNCHER (kl_paged_decode_gqa_pick)
- *   From the shape, whether the copy-engine (*_gqa_bulk, sm_90a) launchers
- *   load, and whether the caller keeps the persistent launchers' workspace
- *   and counters; the function's comment says why, from counts.
+ *   From the shape, whether the copy-engine (*_gqa_bulk, *_gqa_tma; sm_90a)
+ *   launchers load, whether the caches' tensor maps encode, and whether
+ *   the caller keeps the persistent launchers' workspace and counters; the
+ *   function's comment says why, from counts.
  *
  * CHOOSING num_splits (kl_paged_decode_num_splits)
  *   See the function. It returns 1 when the seed grid already keeps the
@@ -266,54 +267,74 @@ static inline uint32_t kl_paged_decode_persist_ctas(uint32_t num_seqs, uint32_t 
  *   KL_PAGED_DECODE_GQA_BULK_SEED     paged_decode_attn_{bf16,fp8}_gqa_bulk
  *   KL_PAGED_DECODE_GQA_BULK_PERSIST  paged_decode_persist_{bf16,fp8}_gqa_bulk at
  *                                     kl_paged_decode_persist_ctas
- * have_bulk: the *_gqa_bulk handles load (kl_X_get returned KL_SUCCESS:
- * an sm_90a image on an H100/H200; KL_ERROR_UNSUPPORTED elsewhere).
- * persistent_ok: the caller keeps the persistent launchers' workspace and
- * zeroed counters (above); without them the seed-grid or split launchers.
+ *   KL_PAGED_DECODE_GQA_TMA_SEED      paged_decode_attn_{bf16,fp8}_gqa_tma
+ *   KL_PAGED_DECODE_GQA_TMA_PERSIST   paged_decode_persist_{bf16,fp8}_gqa_tma at
+ *                                     kl_paged_decode_persist_ctas
+ * have_bulk: the copy-engine launchers load (kl_X_get of a *_gqa_bulk or
+ * *_gqa_tma launcher returned KL_SUCCESS: an sm_90a image on an
+ * H100/H200; KL_ERROR_UNSUPPORTED elsewhere). maps_ok: the caches' tensor
+ * maps encode (kl_..._gqa_tma_k_map_encode and _v_map_encode returned
+ * KL_SUCCESS: caches and strides 16-byte aligned). persistent_ok: the
+ * caller keeps the persistent launchers' workspace and zeroed counters
+ * (above); without them the seed-grid or split launchers.
  *
  * The rule, and why (counts: docs/PERFORMANCE.md, "Decode past the scalar
  * limit"; H200: 132 SMs, copy ~4.2 TB/s = 16.1 bytes a cycle an SM):
- *   have_bulk, persistent_ok -> BULK_PERSIST, whatever the shape.
- *   have_bulk, not           -> BULK_SEED.
+ *   have_bulk, maps_ok, block_size % 16 == 0 -> TMA_PERSIST (TMA_SEED
+ *     without persistent_ok);
+ *   have_bulk otherwise -> BULK_PERSIST (BULK_SEED);
  *   else persistent_ok and kl_paged_decode_num_splits(...) > 1 -> MMA_PERSIST;
  *   else that count > 1 -> MMA_SPLIT; else MMA_SEED.
  * - Bytes in flight. An SM streams 16.1 bytes a cycle only with about
  *   latency x rate bytes outstanding (1-2 us under load: 32-64 KB). The
  *   _mma kernels hold them in the tensor-core warps' registers: at most 8
  *   warps x 8 KiB (bf16) or 8 x 2 x 4 KiB (fp8) = 64 KiB, and a warp
- *   issues its next tile only between computing two, so measured 0.97
- *   (bf16) and 0.78 (fp8) of copy at 32 x 4096. The bulk kernels keep a
- *   128 KiB shared-memory ring full from one producer warp (16 x 8 KiB
- *   or 32 x 4 KiB tiles), independent of the consumers' progress.
- * - Consumer work per byte (SASS, bench/decode/sass_count.py): the bulk
- *   consumers' tile loop reads the ring with 16 (bf16) / 8 (fp8)
- *   ld.shared.v4 and has no address arithmetic or table walk; the fp8
- *   loop's instructions per cache byte fall below the bf16 _mma loop's
- *   (the counts are in docs/PERFORMANCE.md), so fp8 is memory-bound too.
- * - Persistent over seed grid with the bulk core: the producer streams
+ *   issues its next tile only between computing two: measured 0.97
+ *   (bf16) and 0.78 (fp8) of copy at 32 x 4096. The copy-engine kernels
+ *   keep a 128 KiB shared-memory ring full from one producer warp (16 x 8
+ *   KiB or 32 x 4 KiB tiles), whatever the consumers are doing.
+ * - Copies per tile (16 positions of one KV head: 8 KiB bf16, 4 KiB fp8,
+ *   due every 508 / 254 cycles an SM at copy speed). A KV head's rows of
+ *   a cache block are num_kv_heads * 128 elements apart, so without a
+ *   tensor map each row is a cp.async.bulk: 32 a tile, which ptxas
+ *   serialises through the uniform datapath (an elect / R2UR / UBLKCP
+ *   loop of one iteration a lane: ~8 instructions each, ~300 a tile for
+ *   the producer warp, over the fp8 budget). With the maps a tile is 4
+ *   (bf16) or 2 (fp8) cp.async.bulk.tensor boxes issued by one lane, ~80
+ *   producer instructions a tile and 16x fewer copy-engine requests.
+ * - Consumer work per byte (SASS, bench/decode/sass_count.py): the ring
+ *   loops read 16 (bf16) / 8 (fp8) ld.shared.v4 a lane a tile and hold no
+ *   address arithmetic or table walk: 1.1-1.4 (bf16) and 2.6-2.9 (fp8)
+ *   thread instructions a cache byte against the 7.8 an SM can issue while
+ *   memory keeps up; memory, not the consumers, is the fp8 loop's limit.
+ * - Persistent over seed grid with these cores: the producer streams
  *   across a block's units, so a block ramps once (32 x 4096 at 128
- *   blocks: 1 ramp a block instead of the seed grid's 2 waves of 256
- *   blocks, each with its ramp), cut units (1 x 32768) merge in one L2
- *   round trip, and it is a programmatic dependent launch.
- * - Without the bulk launchers: as measured on the H200 (docs/
+ *   blocks: 2 units a block in one stream instead of the seed grid's two
+ *   waves of 256 blocks, each with its ramp), cut units (1 x 32768) merge
+ *   in one L2 round trip, and it is a programmatic dependent launch.
+ * - Without the copy-engine launchers, as measured on the H200 (docs/
  *   PERFORMANCE.md, 2026-12-02): the persistent _mma launcher 1.03x the
  *   split path where num_splits > 1, the _mma seed grid 1.02x the
  *   persistent one where it is 1.
- * Returns KL_PAGED_DECODE_GQA_MMA_SEED for degenerate shapes (as
- * kl_paged_decode_num_splits returns 1). */
+ * Degenerate shapes (as kl_paged_decode_num_splits returns 1 for them)
+ * give KL_PAGED_DECODE_GQA_MMA_SEED without the copy-engine launchers. */
 typedef enum kl_paged_decode_gqa_path {
     KL_PAGED_DECODE_GQA_MMA_SEED = 0,
     KL_PAGED_DECODE_GQA_MMA_SPLIT = 1,
     KL_PAGED_DECODE_GQA_MMA_PERSIST = 2,
     KL_PAGED_DECODE_GQA_BULK_SEED = 3,
-    KL_PAGED_DECODE_GQA_BULK_PERSIST = 4
+    KL_PAGED_DECODE_GQA_BULK_PERSIST = 4,
+    KL_PAGED_DECODE_GQA_TMA_SEED = 5,
+    KL_PAGED_DECODE_GQA_TMA_PERSIST = 6
 } kl_paged_decode_gqa_path;
 
 static inline kl_paged_decode_gqa_path kl_paged_decode_gqa_pick(uint32_t num_seqs, uint32_t num_kv_heads,
                                                                 uint32_t max_seq_len, uint32_t sliding_window,
                                                                 uint32_t block_size, uint32_t sm_count,
-                                                                bool have_bulk, bool persistent_ok) {
+                                                                bool have_bulk, bool maps_ok, bool persistent_ok) {
     uint32_t splits;
+    if (have_bulk && maps_ok && block_size != 0u && block_size % 16u == 0u)
+        return persistent_ok ? KL_PAGED_DECODE_GQA_TMA_PERSIST : KL_PAGED_DECODE_GQA_TMA_SEED;
     if (have_bulk) return persistent_ok ? KL_PAGED_DECODE_GQA_BULK_PERSIST : KL_PAGED_DECODE_GQA_BULK_SEED;
     splits = kl_paged_decode_num_splits(num_seqs, num_kv_heads, max_seq_len, sliding_window, block_size, sm_count);
     if (splits <= 1u) return KL_PAGED_DECODE_GQA_MMA_SEED;

@@ -79,30 +79,41 @@
 #define PAGED_DECODE__BULK_THREADS 288 /* 8 consumer warps and the producer */
 #define PAGED_DECODE__BULK_MERGE_BAR 1u /* the consumers' named barrier */
 
-/* The ring of one cache type (FP8: 1-byte elements). */
-template <bool FP8> struct paged_decode__bulk_ring {
+/* The ring of one cache type (FP8: 1-byte elements) and copy kind: rows
+ * (cp.async.bulk, one row a lane, rows RS apart) or, TMAP, boxes of the
+ * tensor maps (cp.async.bulk.tensor: per tile and cache, the 16 rows as
+ * boxes of 128 bytes x 16 rows in the 128-byte swizzle, 2 KiB each: bf16
+ * dims 0-63 and 64-127, fp8 all 128; K's boxes then V's). */
+template <bool FP8, bool TMAP = false> struct paged_decode__bulk_ring {
     static constexpr uint32_t ES = FP8 ? 1u : 2u;
     static constexpr uint32_t ROW = 128u * ES;    /* bytes of one KV head's row: head dim 128 */
-    static constexpr uint32_t RS = ROW + 16u;     /* row pitch in a slot: 16 (mod 128) */
+    static constexpr uint32_t RS = ROW + 16u;     /* row pitch in a slot of rows: 16 (mod 128) */
     static constexpr uint32_t NSLOT = FP8 ? 32u : 16u;
-    static constexpr uint32_t SLOT = 32u * RS;    /* 16 K rows, 16 V rows */
+    static constexpr uint32_t BOX = 2048u;        /* TMAP: 16 rows of 128 bytes */
+    static constexpr uint32_t BOXES = ROW / 128u; /* TMAP: boxes per cache and tile */
+    static constexpr uint32_t SLOT = TMAP ? 32u * ROW : 32u * RS; /* 16 K rows, 16 V rows */
     static constexpr uint32_t BYTES = NSLOT * SLOT;
     static constexpr uint32_t BARS = 16u * NSLOT; /* full[NSLOT], empty[NSLOT]: 8 bytes each */
+    static constexpr uint32_t ALIGN = TMAP ? 1024u : 16u; /* the swizzle pattern's period */
     static_assert(RS % 128u == 16u, "rows 16 bytes off the 128-byte bank period");
     static_assert(NSLOT % 8u == 0u, "each consumer warp owns whole slots");
+    static_assert(!TMAP || SLOT == 2u * BOXES * BOX, "a TMAP slot is its boxes");
 };
 
 /* Dynamic shared memory of a bulk kernel: the ring, its mbarriers, the
- * consumers' merge scratch and PAGED_DECODE__BULK_MISC bytes of schedule
- * (the spec's shared_bytes says the same: paged_decode_bulk_gqa.cu checks). */
+ * consumers' merge scratch and PAGED_DECODE__BULK_MISC bytes of schedule,
+ * from the first ALIGN-aligned address of the dynamic shared memory (TMAP:
+ * 1024 bytes of slack for it; the spec's shared_bytes says the same:
+ * paged_decode_bulk_gqa.cu checks). */
 #define PAGED_DECODE__BULK_MISC 512u
-template <bool FP8, int NH> struct paged_decode__bulk_smem {
-    using R = paged_decode__bulk_ring<FP8>;
+template <bool FP8, bool TMAP, int NH> struct paged_decode__bulk_smem {
+    using R = paged_decode__bulk_ring<FP8, TMAP>;
+    static constexpr uint32_t SLACK = TMAP ? R::ALIGN : 0u;
     static constexpr uint32_t RING = 0u;
     static constexpr uint32_t BAR = RING + R::BYTES;
     static constexpr uint32_t MERGE = BAR + R::BARS;
     static constexpr uint32_t MISC = MERGE + (uint32_t)sizeof(paged_decode__gqa_smem<NH, 128>);
-    static constexpr uint32_t BYTES = MISC + PAGED_DECODE__BULK_MISC;
+    static constexpr uint32_t BYTES = SLACK + MISC + PAGED_DECODE__BULK_MISC;
     static_assert(MERGE % 16u == 0u && MISC % 16u == 0u, "16-byte aligned parts");
 };
 
@@ -209,27 +220,42 @@ struct paged_decode__bulk_sched_persist {
 
 /* ---- the producer -------------------------------------------------------------- */
 
+/* How the producer moves a tile: rows by the copy engine (rows 16-byte
+ * aligned), rows through the lanes' registers (any alignment), or the
+ * tensor maps' boxes (block_size % 16 == 0: a tile is one cache block's 16
+ * consecutive slots). */
+enum class paged_decode__bulk_copy { kRows, kRegisters, kBoxes };
+
 /* Warp 8: every piece's tiles into the ring, in stream order. k_cache /
- * v_cache: the caches (byte pointers to element 0); block_stride in
- * elements; bulk: rows 16-byte aligned (the copy engine). spec_seq /
- * spec_page: the guess whose table chunks were loaded (cur, nxt). */
-template <bool FP8, class Sched>
-static __device__ __forceinline__ void paged_decode__bulk_produce(Sched sched, uint32_t ring, uint32_t bars,
-                                                                   const unsigned char *k_cache,
-                                                                   const unsigned char *v_cache,
-                                                                   const int32_t *block_tables,
-                                                                   uint32_t max_blocks_per_seq, uint32_t num_kv_heads,
-                                                                   uint32_t block_size, uint64_t block_stride,
-                                                                   bool bulk, uint32_t spec_seq, uint32_t spec_page,
-                                                                   int32_t cur, int32_t nxt) {
-    using R = paged_decode__bulk_ring<FP8>;
+ * v_cache: the caches (byte pointers to element 0; kRows, kRegisters);
+ * k_map / v_map: their tensor maps (kBoxes: the 4-D view (d, kv head,
+ * slot, block)); block_stride in elements; PAGE16: block_size % 16 == 0,
+ * so a tile lies in one cache block, walked tile to tile without a
+ * division (else each lane divides its position). spec_seq / spec_page:
+ * the guess whose table chunks were loaded (cur, nxt).
+ * Per tile (SASS, docs/PERFORMANCE.md): kRows issues 32 cp.async.bulk,
+ * which the compiler serialises through the uniform datapath (an
+ * elect/R2UR/UBLKCP loop of one iteration a lane); kBoxes issues 4 (bf16)
+ * or 2 (fp8) cp.async.bulk.tensor from lane 0. */
+template <bool FP8, paged_decode__bulk_copy MODE, bool PAGE16, class Sched>
+static __device__ __forceinline__ void paged_decode__bulk_produce_path(
+    Sched sched, uint32_t ring, uint32_t bars, const unsigned char *k_cache, const unsigned char *v_cache,
+    const void *k_map, const void *v_map, const int32_t *block_tables, uint32_t max_blocks_per_seq,
+    uint32_t num_kv_heads, uint32_t block_size, uint64_t block_stride, uint32_t spec_seq, uint32_t spec_page,
+    int32_t cur, int32_t nxt) {
+    constexpr bool TMAP = MODE == paged_decode__bulk_copy::kBoxes;
+    constexpr bool ENGINE = MODE != paged_decode__bulk_copy::kRegisters;
+    static_assert(!TMAP || PAGE16, "a box is 16 slots of one cache block");
+    using R = paged_decode__bulk_ring<FP8, TMAP>;
     const uint32_t lane = threadIdx.x & 31u, r = lane & 15u, is_v = lane >> 4;
-    const uint64_t row_stride = (uint64_t)num_kv_heads * 128u;
+    const uint64_t row_bytes = (uint64_t)num_kv_heads * 128u * R::ES; /* between slots of a cache block */
+    const uint64_t block_bytes = block_stride * R::ES;
     paged_decode__bulk_piece p;
     while (sched.next(p)) {
         if (p.ntiles == 0u) continue;
         const int32_t *table = block_tables + (uint64_t)p.seq * max_blocks_per_seq;
-        const unsigned char *src_head = (is_v ? v_cache : k_cache) + (uint64_t)p.kvh * R::ROW;
+        const unsigned char *src_head =
+            TMAP ? nullptr : (is_v ? v_cache : k_cache) + (uint64_t)p.kvh * R::ROW;
         /* The entries this piece may read: its pages, within the row. */
         const uint32_t npg = (p.pe - 1u) / block_size + 1u;
         auto chunk = [&](uint32_t base) -> int32_t {
@@ -242,39 +268,78 @@ static __device__ __forceinline__ void paged_decode__bulk_produce(Sched sched, u
             nxt = chunk(cbase + 32u);
         }
         spec_seq = 0xffffffffu; /* the guess serves the first piece only */
+        /* PAGE16: the page and first slot of tile t0, walked on by 16. */
+        uint32_t tpage = 0u, tslot = 0u;
+        if constexpr (PAGE16) {
+            tpage = p.t0 * 16u / block_size;
+            tslot = p.t0 * 16u - tpage * block_size;
+        }
+        const uint32_t dst_row = (is_v * 16u + r) * R::RS;
         for (uint32_t i = 0; i < p.ntiles; ++i) {
             const uint64_t k = p.k0 + i;
             const uint32_t slot = (uint32_t)(k % R::NSLOT);
             const uint32_t full = bars + 8u * slot, empty = bars + 8u * (R::NSLOT + slot);
-            const uint32_t p0 = (p.t0 + i) * 16u;
+            const uint32_t p0 = (p.t0 + i) * 16u, pos = p0 + r;
+            const bool interior = p0 >= p.pb && p0 + 16u <= p.pe; /* warp-uniform */
+            const bool valid = interior || (pos >= p.pb && pos < p.pe);
             /* The tile's first page, then its rows' entries (at most 16
              * pages past it: within the 64 held once it is in cur). */
-            const uint32_t pf = (p0 > p.pb ? p0 : p.pb) / block_size;
+            uint32_t pg, in_page, tile_slot = 0u;
+            if constexpr (PAGE16) {
+                pg = tpage;
+                tile_slot = tslot;
+                in_page = tslot + r;
+                tslot += 16u;
+                if (tslot == block_size) {
+                    tslot = 0u;
+                    tpage += 1u;
+                }
+            } else {
+                pg = valid ? pos / block_size : cbase;
+                in_page = pos - pg * block_size;
+            }
+            const uint32_t pf = PAGE16 ? pg : (p0 > p.pb ? p0 : p.pb) / block_size;
             if (pf >= cbase + 32u) {
                 cur = nxt;
                 cbase += 32u;
                 nxt = chunk(cbase + 32u);
             }
-            const uint32_t pos = p0 + r;
-            const bool valid = pos >= p.pb && pos < p.pe;
-            const uint32_t pg = valid ? pos / block_size : cbase;
-            const uint32_t off = pg - cbase;
+            const uint32_t off = (pg - cbase) & 63u; /* < 48 for a valid row */
             const int32_t e_cur = __shfl_sync(PAGED_DECODE__FULL, cur, off & 31u);
             const int32_t e_nxt = __shfl_sync(PAGED_DECODE__FULL, nxt, off & 31u);
             const int32_t blk = off < 32u ? e_cur : e_nxt;
-            const unsigned char *src =
-                src_head + ((uint64_t)(int64_t)blk * block_stride + (uint64_t)(pos - pg * block_size) * row_stride) *
-                               R::ES;
-            const uint32_t dst = ring + slot * R::SLOT + (is_v * 16u + r) * R::RS;
-            const uint32_t live = __ballot_sync(PAGED_DECODE__FULL, valid);
+            const uint32_t sbase = ring + slot * R::SLOT;
 
             kl__mbar_wait(empty, (uint32_t)((k / R::NSLOT) & 1u) ^ 1u); /* the slot's last reader is done */
-            if (!valid) {
+            if constexpr (TMAP) {
+                /* The 16 rows whole, positions outside the window too: the
+                 * consumers mask them (their bytes may be anything). */
+                (void)in_page;
+                (void)valid;
+                if (lane == 0u) {
+                    kl__mbar_arrive_expect_tx(full, 2u * R::BOXES * R::BOX);
 #pragma unroll
-                for (uint32_t c = 0; c < R::ROW; c += 16u) kl__st_shared_v4(dst + c, make_uint4(0u, 0u, 0u, 0u));
+                    for (uint32_t h = 0; h < R::BOXES; ++h) {
+                        const int32_t d0 = (int32_t)(h * 128u / R::ES);
+                        kl__tma_load_4d(sbase + h * R::BOX, k_map, d0, (int32_t)p.kvh, (int32_t)tile_slot, blk, full);
+                        kl__tma_load_4d(sbase + (R::BOXES + h) * R::BOX, v_map, d0, (int32_t)p.kvh,
+                                        (int32_t)tile_slot, blk, full);
+                    }
+                }
+                continue;
             }
-            if (bulk) {
-                if (live != PAGED_DECODE__FULL && !valid) kl__fence_proxy_async_shared(); /* zeros, then copies */
+            const unsigned char *src = src_head + (uint64_t)(int64_t)blk * block_bytes + (uint64_t)in_page * row_bytes;
+            const uint32_t dst = sbase + dst_row;
+            uint32_t live = PAGED_DECODE__FULL;
+            if (!interior) { /* edge tile: rows outside the window are zeros */
+                live = __ballot_sync(PAGED_DECODE__FULL, valid);
+                if (!valid) {
+#pragma unroll
+                    for (uint32_t c = 0; c < R::ROW; c += 16u) kl__st_shared_v4(dst + c, make_uint4(0u, 0u, 0u, 0u));
+                    if constexpr (ENGINE) kl__fence_proxy_async_shared(); /* the zeros, before later copies */
+                }
+            }
+            if constexpr (ENGINE) {
                 __syncwarp();
                 if (lane == 0u) kl__mbar_arrive_expect_tx(full, (uint32_t)__popc(live) * R::ROW);
                 if (valid) kl__bulk_load(dst, src, R::ROW, full);
@@ -294,17 +359,52 @@ static __device__ __forceinline__ void paged_decode__bulk_produce(Sched sched, u
     }
 }
 
+/* The producer's path for these caches. Row copies (k_map null): the copy
+ * engine when the rows are 16-byte aligned (paged_decode__bulk_aligned),
+ * the tile walk when block_size % 16 == 0. Boxes (k_map given): the
+ * launcher has checked block_size % 16 == 0. */
+template <bool FP8, class Sched>
+static __device__ __forceinline__ void paged_decode__bulk_produce(Sched sched, uint32_t ring, uint32_t bars,
+                                                                   const unsigned char *k_cache,
+                                                                   const unsigned char *v_cache, const void *k_map,
+                                                                   const void *v_map, const int32_t *block_tables,
+                                                                   uint32_t max_blocks_per_seq, uint32_t num_kv_heads,
+                                                                   uint32_t block_size, uint64_t block_stride,
+                                                                   bool bulk, uint32_t spec_seq, uint32_t spec_page,
+                                                                   int32_t cur, int32_t nxt) {
+    using C = paged_decode__bulk_copy;
+#define PAGED_DECODE__BULK_PRODUCE(M, P)                                                                         \
+    paged_decode__bulk_produce_path<FP8, M, P>(sched, ring, bars, k_cache, v_cache, k_map, v_map, block_tables, \
+                                               max_blocks_per_seq, num_kv_heads, block_size, block_stride,       \
+                                               spec_seq, spec_page, cur, nxt)
+    const bool page16 = block_size % 16u == 0u;
+    if (k_map != nullptr) {
+        if (page16) PAGED_DECODE__BULK_PRODUCE(C::kBoxes, true);
+    } else if (bulk && page16)
+        PAGED_DECODE__BULK_PRODUCE(C::kRows, true);
+    else if (bulk)
+        PAGED_DECODE__BULK_PRODUCE(C::kRows, false);
+    else if (page16)
+        PAGED_DECODE__BULK_PRODUCE(C::kRegisters, true);
+    else
+        PAGED_DECODE__BULK_PRODUCE(C::kRegisters, false);
+#undef PAGED_DECODE__BULK_PRODUCE
+}
+
 /* ---- the consumers ------------------------------------------------------------- */
 
 /* Consumer warp `warp`'s tiles of piece p: wait, read the tile into the
  * _mma core's registers, release the slot, compute. Leaves the warp's
- * state in sm (paged_decode__mma_leave). */
-template <bool FP8, int NH>
+ * state in sm (paged_decode__mma_leave). TMAP: the slot holds the maps'
+ * boxes (row r's 16-byte chunk c at c ^ (r % 8)), whose rows outside the
+ * window hold whatever the cache holds there: their V words are zeroed in
+ * registers (their scores are masked by the step). */
+template <bool FP8, bool TMAP, int NH>
 static __device__ __forceinline__ void paged_decode__bulk_consume(paged_decode__gqa_smem<NH, 128> &sm,
                                                                    const paged_decode__bulk_piece &p,
                                                                    const __nv_bfloat16 *q_grp, uint32_t ring,
                                                                    uint32_t bars, float score_scale) {
-    using R = paged_decode__bulk_ring<FP8>;
+    using R = paged_decode__bulk_ring<FP8, TMAP>;
     using Dims = paged_decode__bulk_dims<FP8>;
     using Tile = paged_decode__mma_tile<FP8>;
     const uint32_t tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
@@ -320,13 +420,25 @@ static __device__ __forceinline__ void paged_decode__bulk_consume(paged_decode__
     const uint32_t begin = p.pb, end = p.pe;
     const paged_decode__mma_step<FP8, NH> step{qa, o, m, l, score_scale, head_lane, t, begin, end};
 
-    /* This lane's read addresses in a slot (bytes from the slot's start). */
+    /* This lane's read addresses in a slot (bytes from the slot's start):
+     * K rows g + 8u from its dims' first chunk, V rows 2t + (u & 1) +
+     * 8 (u >> 1) at its dims' first chunk. A chunk c of the lane's K dims
+     * is cc(c) = koff(16c / ES) * ES / 16 chunks further (bf16 0, 1, 8, 9;
+     * fp8 0, 1), of its V dims cv(c) (bf16 0, 8). In TMAP boxes, chunk cc
+     * is box cc / 8, and as 2t + cc % 8 < 8 its swizzled place is
+     * (2t ^ row % 8) ^ (cc % 8): an XOR of 16 bytes. */
     uint32_t koff[2], voff[4];
 #pragma unroll
-    for (int u = 0; u < 2; ++u) koff[u] = (g + 8u * (uint32_t)u) * R::RS + Dims::kbase(t) * R::ES;
+    for (int u = 0; u < 2; ++u) {
+        const uint32_t row = g + 8u * (uint32_t)u;
+        koff[u] = TMAP ? row * 128u + ((2u * t) ^ g) * 16u : row * R::RS + Dims::kbase(t) * R::ES;
+    }
 #pragma unroll
-    for (int u = 0; u < 4; ++u)
-        voff[u] = (16u + 2u * t + (uint32_t)(u & 1) + 8u * (uint32_t)(u >> 1)) * R::RS + Dims::vbase(g) * R::ES;
+    for (int u = 0; u < 4; ++u) {
+        const uint32_t row = 2u * t + (uint32_t)(u & 1) + 8u * (uint32_t)(u >> 1);
+        voff[u] = TMAP ? R::BOXES * R::BOX + row * 128u + ((g ^ (2u * t)) ^ (uint32_t)(u & 1)) * 16u
+                       : (16u + row) * R::RS + Dims::vbase(g) * R::ES;
+    }
 
     /* The warp's first tile of the piece: the first stream index >= k0 that is warp mod 8. */
     const uint32_t skip = (warp - (uint32_t)(p.k0 & 7u)) & 7u;
@@ -340,8 +452,10 @@ static __device__ __forceinline__ void paged_decode__bulk_consume(paged_decode__
         for (int u = 0; u < 2; ++u)
 #pragma unroll
             for (int c = 0; c < Tile::KW / 4; ++c) {
-                /* 16-byte chunk c of the lane's K row: its elements from 16c / ES on */
-                const uint32_t at = s + koff[u] + Dims::koff((uint32_t)c * 16u / R::ES) * R::ES;
+                constexpr uint32_t ES = R::ES;
+                const uint32_t cc = Dims::koff((uint32_t)c * 16u / ES) * ES / 16u;
+                const uint32_t at = TMAP ? s + (cc / 8u) * R::BOX + (koff[u] ^ ((cc % 8u) * 16u))
+                                         : s + koff[u] + cc * 16u;
                 const uint4 w = kl__ld_shared_v4(at);
                 x.k[u][4 * c] = w.x;
                 x.k[u][4 * c + 1] = w.y;
@@ -352,7 +466,9 @@ static __device__ __forceinline__ void paged_decode__bulk_consume(paged_decode__
         for (int u = 0; u < 4; ++u)
 #pragma unroll
             for (int c = 0; c < Tile::VW / 4; ++c) {
-                const uint32_t at = s + voff[u] + Dims::voff((uint32_t)c * 16u / R::ES) * R::ES;
+                constexpr uint32_t ES = R::ES;
+                const uint32_t cv = Dims::voff((uint32_t)c * 16u / ES) * ES / 16u;
+                const uint32_t at = TMAP ? s + voff[u] + (cv / 8u) * R::BOX : s + voff[u] + cv * 16u;
                 const uint4 w = kl__ld_shared_v4(at);
                 x.v[u][4 * c] = w.x;
                 x.v[u][4 * c + 1] = w.y;
@@ -361,6 +477,17 @@ static __device__ __forceinline__ void paged_decode__bulk_consume(paged_decode__
             }
         __syncwarp(); /* every lane has read the slot */
         if (lane == 0u) kl__mbar_arrive(bars + 8u * (R::NSLOT + slot));
+        const uint32_t p0 = (p.t0 + i) * 16u;
+        if (TMAP && !(p0 >= begin && p0 + 16u <= end)) { /* an edge tile (warp-uniform) */
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const uint32_t pos = p0 + 2u * t + (uint32_t)(u & 1) + 8u * (uint32_t)(u >> 1);
+                if (pos < begin || pos >= end) {
+#pragma unroll
+                    for (int w = 0; w < Tile::VW; ++w) x.v[u][w] = 0u;
+                }
+            }
+        }
         step(x, p.t0 + i);
     }
     paged_decode__mma_leave<NH, Dims>(sm, warp, g, t, head_lane, m, l, o);
@@ -378,7 +505,7 @@ static __device__ __forceinline__ bool paged_decode__bulk_aligned(const void *k_
 /* Initialises the ring's mbarriers (thread 0), visible to the copy engine,
  * then a block-wide barrier. */
 template <bool FP8> static __device__ __forceinline__ void paged_decode__bulk_init(uint32_t bars) {
-    using R = paged_decode__bulk_ring<FP8>;
+    using R = paged_decode__bulk_ring<FP8>; /* NSLOT: the same for both copy kinds */
     if (threadIdx.x == 0u) {
         for (uint32_t s = 0; s < 2u * R::NSLOT; ++s) kl__mbar_init(bars + 8u * s, 1u);
         kl__fence_proxy_async_shared();

@@ -94,17 +94,36 @@
 static_assert(KL_THREADS_paged_decode_attn_bf16_gqa_bulk == PAGED_DECODE__BULK_THREADS &&
                   KL_THREADS_paged_decode_attn_fp8_gqa_bulk == PAGED_DECODE__BULK_THREADS &&
                   KL_THREADS_paged_decode_persist_bf16_gqa_bulk == PAGED_DECODE__BULK_THREADS &&
-                  KL_THREADS_paged_decode_persist_fp8_gqa_bulk == PAGED_DECODE__BULK_THREADS,
+                  KL_THREADS_paged_decode_persist_fp8_gqa_bulk == PAGED_DECODE__BULK_THREADS &&
+                  KL_THREADS_paged_decode_attn_bf16_gqa_tma == PAGED_DECODE__BULK_THREADS &&
+                  KL_THREADS_paged_decode_attn_fp8_gqa_tma == PAGED_DECODE__BULK_THREADS &&
+                  KL_THREADS_paged_decode_persist_bf16_gqa_tma == PAGED_DECODE__BULK_THREADS &&
+                  KL_THREADS_paged_decode_persist_fp8_gqa_tma == PAGED_DECODE__BULK_THREADS,
               "the bulk kernels run 8 consumer warps and a producer warp");
-static_assert(KL_SHARED_BYTES_paged_decode_attn_bf16_gqa_bulk ==
-                      paged_decode__bulk_smem<false, DECODE_GQA_PACK_WIDTH>::BYTES &&
-                  KL_SHARED_BYTES_paged_decode_persist_bf16_gqa_bulk ==
-                      paged_decode__bulk_smem<false, DECODE_GQA_PACK_WIDTH>::BYTES &&
-                  KL_SHARED_BYTES_paged_decode_attn_fp8_gqa_bulk ==
-                      paged_decode__bulk_smem<true, DECODE_GQA_PACK_WIDTH>::BYTES &&
-                  KL_SHARED_BYTES_paged_decode_persist_fp8_gqa_bulk ==
-                      paged_decode__bulk_smem<true, DECODE_GQA_PACK_WIDTH>::BYTES,
+#define PAGED_DECODE__BULK_SMEM(FP8, TMAP) paged_decode__bulk_smem<FP8, TMAP, DECODE_GQA_PACK_WIDTH>::BYTES
+static_assert(KL_SHARED_BYTES_paged_decode_attn_bf16_gqa_bulk == PAGED_DECODE__BULK_SMEM(false, false) &&
+                  KL_SHARED_BYTES_paged_decode_persist_bf16_gqa_bulk == PAGED_DECODE__BULK_SMEM(false, false) &&
+                  KL_SHARED_BYTES_paged_decode_attn_fp8_gqa_bulk == PAGED_DECODE__BULK_SMEM(true, false) &&
+                  KL_SHARED_BYTES_paged_decode_persist_fp8_gqa_bulk == PAGED_DECODE__BULK_SMEM(true, false) &&
+                  KL_SHARED_BYTES_paged_decode_attn_bf16_gqa_tma == PAGED_DECODE__BULK_SMEM(false, true) &&
+                  KL_SHARED_BYTES_paged_decode_persist_bf16_gqa_tma == PAGED_DECODE__BULK_SMEM(false, true) &&
+                  KL_SHARED_BYTES_paged_decode_attn_fp8_gqa_tma == PAGED_DECODE__BULK_SMEM(true, true) &&
+                  KL_SHARED_BYTES_paged_decode_persist_fp8_gqa_tma == PAGED_DECODE__BULK_SMEM(true, true),
               "specs/paged_decode.yaml's shared_bytes is paged_decode_bulk.cuh's layout");
+/* A map's box is what the producer copies: 16 slots of 128 bytes. */
+static_assert(KL_TMAP_paged_decode_attn_bf16_gqa_tma_k_map_BYTES == paged_decode__bulk_ring<false, true>::BOX &&
+                  KL_TMAP_paged_decode_attn_bf16_gqa_tma_v_map_BYTES == paged_decode__bulk_ring<false, true>::BOX &&
+                  KL_TMAP_paged_decode_persist_bf16_gqa_tma_k_map_BYTES == paged_decode__bulk_ring<false, true>::BOX &&
+                  KL_TMAP_paged_decode_persist_bf16_gqa_tma_v_map_BYTES == paged_decode__bulk_ring<false, true>::BOX &&
+                  KL_TMAP_paged_decode_attn_fp8_gqa_tma_k_map_BYTES == paged_decode__bulk_ring<true, true>::BOX &&
+                  KL_TMAP_paged_decode_attn_fp8_gqa_tma_v_map_BYTES == paged_decode__bulk_ring<true, true>::BOX &&
+                  KL_TMAP_paged_decode_persist_fp8_gqa_tma_k_map_BYTES == paged_decode__bulk_ring<true, true>::BOX &&
+                  KL_TMAP_paged_decode_persist_fp8_gqa_tma_v_map_BYTES == paged_decode__bulk_ring<true, true>::BOX &&
+                  KL_TMAP_paged_decode_attn_bf16_gqa_tma_k_map_BOX0 == 64 &&
+                  KL_TMAP_paged_decode_attn_bf16_gqa_tma_k_map_BOX2 == 16 &&
+                  KL_TMAP_paged_decode_attn_fp8_gqa_tma_k_map_BOX0 == 128 &&
+                  KL_TMAP_paged_decode_attn_fp8_gqa_tma_k_map_BOX2 == 16,
+              "the maps' boxes are 128 bytes of a row x 16 slots (specs/paged_decode.yaml)");
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KL_EMULATOR)
 
@@ -190,26 +209,47 @@ static __device__ __forceinline__ void paged_decode__bulk_merge_records(const fl
     for (int v = 0; v < V; ++v) orow[h * 128u + d + (uint32_t)v] = __float2bfloat16_rn(L > 0.0f ? o[v] / L : 0.0f);
 }
 
-/* The seed grid: block (kvh, seq) computes its unit whole. */
-template <bool FP8, int NH>
+/* Where a bulk kernel's parts lie in its dynamic shared memory (the
+ * first ALIGN-aligned byte on): shared addresses and generic pointers. */
+template <bool FP8, bool TMAP, int NH> struct paged_decode__bulk_parts {
+    using L = paged_decode__bulk_smem<FP8, TMAP, NH>;
+    uint32_t ring, bars;
+    paged_decode__gqa_smem<NH, 128> *sm;
+    unsigned char *misc;
+    __device__ __forceinline__ explicit paged_decode__bulk_parts(unsigned char *smem) {
+        constexpr uint32_t A = paged_decode__bulk_ring<FP8, TMAP>::ALIGN;
+        const uint32_t raw = (uint32_t)__cvta_generic_to_shared(smem);
+        const uint32_t base = (raw + A - 1u) & ~(A - 1u);
+        unsigned char *g = smem + (base - raw);
+        ring = base + L::RING;
+        bars = base + L::BAR;
+        sm = reinterpret_cast<paged_decode__gqa_smem<NH, 128> *>(g + L::MERGE);
+        misc = g + L::MISC;
+    }
+};
+
+/* The seed grid: block (kvh, seq) computes its unit whole. TMAP: the
+ * caches come as the tensor maps k_map, v_map (k_cache, v_cache null). */
+template <bool FP8, bool TMAP, int NH>
 static __device__ __forceinline__ void paged_decode__bulk_seed(
-    unsigned char *smem, const __nv_bfloat16 *q, const void *k_cache, const void *v_cache, __nv_bfloat16 *output,
-    const int32_t *block_tables, const int32_t *seq_lens, uint32_t max_blocks_per_seq, uint32_t num_q_heads,
-    uint32_t num_kv_heads, uint32_t block_size, uint32_t q_stride, uint32_t sliding_window, uint64_t block_stride,
-    float score_scale, float out_scale) {
-    using L = paged_decode__bulk_smem<FP8, NH>;
-    const uint32_t base = (uint32_t)__cvta_generic_to_shared(smem);
-    const uint32_t ring = base + L::RING, bars = base + L::BAR;
-    paged_decode__gqa_smem<NH, 128> &sm = *reinterpret_cast<paged_decode__gqa_smem<NH, 128> *>(smem + L::MERGE);
+    unsigned char *smem, const __nv_bfloat16 *q, const void *k_cache, const void *v_cache, const void *k_map,
+    const void *v_map, __nv_bfloat16 *output, const int32_t *block_tables, const int32_t *seq_lens,
+    uint32_t max_blocks_per_seq, uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t block_size,
+    uint32_t q_stride, uint32_t sliding_window, uint64_t block_stride, float score_scale, float out_scale) {
+    const paged_decode__bulk_parts<FP8, TMAP, NH> at(smem);
     const uint32_t kvh = blockIdx.x, s = blockIdx.y;
     paged_decode__bulk_sched_seed sched{s, kvh, 0u, max_blocks_per_seq, block_size, sliding_window, seq_lens};
-    paged_decode__bulk_init<FP8>(bars);
+    paged_decode__bulk_init<FP8>(at.bars);
     if ((threadIdx.x >> 5) == 8u) {
+        if (TMAP) {
+            kl__prefetch_tensormap(k_map);
+            kl__prefetch_tensormap(v_map);
+        }
         int32_t cur, nxt;
         const uint32_t page = sched.guess_page();
         paged_decode__bulk_spec_chunks(block_tables, s, page, max_blocks_per_seq, &cur, &nxt);
-        paged_decode__bulk_produce<FP8>(sched, ring, bars, reinterpret_cast<const unsigned char *>(k_cache),
-                                        reinterpret_cast<const unsigned char *>(v_cache), block_tables,
+        paged_decode__bulk_produce<FP8>(sched, at.ring, at.bars, reinterpret_cast<const unsigned char *>(k_cache),
+                                        reinterpret_cast<const unsigned char *>(v_cache), k_map, v_map, block_tables,
                                         max_blocks_per_seq, num_kv_heads, block_size, block_stride,
                                         paged_decode__bulk_aligned<FP8>(k_cache, v_cache, block_stride), s, page, cur,
                                         nxt);
@@ -218,24 +258,24 @@ static __device__ __forceinline__ void paged_decode__bulk_seed(
     paged_decode__bulk_piece p;
     sched.next(p);
     const __nv_bfloat16 *q_grp = q + (uint64_t)s * q_stride + (uint64_t)kvh * NH * 128u;
-    paged_decode__bulk_consume<FP8, NH>(sm, p, q_grp, ring, bars, score_scale);
+    paged_decode__bulk_consume<FP8, TMAP, NH>(*at.sm, p, q_grp, at.ring, at.bars, score_scale);
     const paged_decode__out_bf16 out{output + ((uint64_t)s * num_q_heads + (uint64_t)kvh * NH) * 128u, out_scale};
-    paged_decode__gqa_merge<NH, 128>(sm, out, PAGED_DECODE__BULK_MERGE_BAR);
+    paged_decode__gqa_merge<NH, 128>(*at.sm, out, PAGED_DECODE__BULK_MERGE_BAR);
 }
 
 /* The persistent schedule (the file's opening comment). */
-template <bool FP8, int NH>
+template <bool FP8, bool TMAP, int NH>
 static __device__ __forceinline__ void paged_decode__bulk_persist(
-    unsigned char *smem, const __nv_bfloat16 *q, const void *k_cache, const void *v_cache, __nv_bfloat16 *output,
-    const int32_t *block_tables, const int32_t *seq_lens, uint32_t max_blocks_per_seq, uint32_t num_seqs,
-    uint32_t num_q_heads, uint32_t num_kv_heads, uint32_t block_size, uint32_t q_stride, uint32_t sliding_window,
-    uint64_t block_stride, float score_scale, float out_scale, float *workspace, uint32_t *counters) {
-    using L = paged_decode__bulk_smem<FP8, NH>;
+    unsigned char *smem, const __nv_bfloat16 *q, const void *k_cache, const void *v_cache, const void *k_map,
+    const void *v_map, __nv_bfloat16 *output, const int32_t *block_tables, const int32_t *seq_lens,
+    uint32_t max_blocks_per_seq, uint32_t num_seqs, uint32_t num_q_heads, uint32_t num_kv_heads,
+    uint32_t block_size, uint32_t q_stride, uint32_t sliding_window, uint64_t block_stride, float score_scale,
+    float out_scale, float *workspace, uint32_t *counters) {
     static_assert(sizeof(paged_decode__bulk_plan) <= PAGED_DECODE__BULK_MISC, "the plan fits its bytes");
-    const uint32_t base = (uint32_t)__cvta_generic_to_shared(smem);
-    const uint32_t ring = base + L::RING, bars = base + L::BAR;
-    paged_decode__gqa_smem<NH, 128> &sm = *reinterpret_cast<paged_decode__gqa_smem<NH, 128> *>(smem + L::MERGE);
-    paged_decode__bulk_plan &plan = *reinterpret_cast<paged_decode__bulk_plan *>(smem + L::MISC);
+    const paged_decode__bulk_parts<FP8, TMAP, NH> at(smem);
+    const uint32_t ring = at.ring, bars = at.bars;
+    paged_decode__gqa_smem<NH, 128> &sm = *at.sm;
+    paged_decode__bulk_plan &plan = *reinterpret_cast<paged_decode__bulk_plan *>(at.misc);
     const uint32_t tid = threadIdx.x, warp = tid >> 5, b = blockIdx.x, nb = gridDim.x;
 
     kl__griddep_launch_dependents();
@@ -281,8 +321,12 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
     __syncthreads(); /* everyone has read the plan (its words are reused for the flag) */
 
     if (warp == 8u) {
+        if (TMAP) {
+            kl__prefetch_tensormap(k_map);
+            kl__prefetch_tensormap(v_map);
+        }
         paged_decode__bulk_produce<FP8>(sched, ring, bars, reinterpret_cast<const unsigned char *>(k_cache),
-                                        reinterpret_cast<const unsigned char *>(v_cache), block_tables,
+                                        reinterpret_cast<const unsigned char *>(v_cache), k_map, v_map, block_tables,
                                         max_blocks_per_seq, num_kv_heads, block_size, block_stride,
                                         paged_decode__bulk_aligned<FP8>(k_cache, v_cache, block_stride), spec_seq,
                                         spec_page, cur, nxt);
@@ -297,7 +341,7 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
         kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS);
         if (!plan.more) break;
         const __nv_bfloat16 *q_grp = q + (uint64_t)p.seq * q_stride + (uint64_t)p.kvh * NH * 128u;
-        paged_decode__bulk_consume<FP8, NH>(sm, p, q_grp, ring, bars, score_scale);
+        paged_decode__bulk_consume<FP8, TMAP, NH>(sm, p, q_grp, ring, bars, score_scale);
         const uint64_t rec = ((uint64_t)b * 2u + p.slot) * NH;
         const paged_decode__bulk_dest dest{p.whole,
                                            output + ((uint64_t)p.seq * num_q_heads + (uint64_t)p.kvh * NH) * 128u,
@@ -339,66 +383,108 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
 
 /* The launchers refuse what these guards catch; a raw launch must still not
  * touch memory it does not own. */
-#define PAGED_DECODE__BULK_GUARD(FP8)                                                                    \
-    (blockDim.x != (uint32_t)PAGED_DECODE__BULK_THREADS ||                                                      \
-     kl__dynamic_smem_size() < paged_decode__bulk_smem<FP8, DECODE_GQA_PACK_WIDTH>::BYTES || head_dim != 128u || \
-     num_q_heads != num_kv_heads * (uint32_t)DECODE_GQA_PACK_WIDTH || block_size == 0u)
+#define PAGED_DECODE__BULK_GUARD(FP8, TMAP)                                                                \
+    (blockDim.x != (uint32_t)PAGED_DECODE__BULK_THREADS ||                                                   \
+     kl__dynamic_smem_size() < PAGED_DECODE__BULK_SMEM(FP8, TMAP) || head_dim != 128u ||                     \
+     num_q_heads != num_kv_heads * (uint32_t)DECODE_GQA_PACK_WIDTH || block_size == 0u ||                    \
+     (TMAP && block_size % 16u != 0u))
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KL_EMULATOR)
+#define PAGED_DECODE__BULK_BODY(entry, ...)                                                                 \
+    KL_DYNAMIC_SHARED(entry##__smem, 128);                                                                   \
+    __VA_ARGS__
+#else
+#define PAGED_DECODE__BULK_BODY(entry, ...)                                                                 \
+    __trap(); /* sm_90a machine code only: kl_<launcher>_get refuses other targets */
+#endif
+
+#define PAGED_DECODE__BF16_SCALES inv_sqrt_d * PAGED_DECODE__LOG2E, 1.0f
+#define PAGED_DECODE__FP8_SCALES                                                                                \
+    inv_sqrt_d * k_scale * PAGED_DECODE__FP8_UNIT * PAGED_DECODE__LOG2E, v_scale * PAGED_DECODE__FP8_UNIT
+#define PAGED_DECODE__BF16_STRIDE (uint64_t)block_size * num_kv_heads * 128u
 
 extern "C" __global__ void __launch_bounds__(KL_THREADS_paged_decode_attn_bf16_gqa_bulk, 1)
 paged_decode_attn_bf16_gqa_bulk(KL_PARAMS_paged_decode_attn_bf16_gqa_bulk) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KL_EMULATOR)
-    KL_DYNAMIC_SHARED(paged_decode_attn_bf16_gqa_bulk__smem, 128);
-    if (PAGED_DECODE__BULK_GUARD(false)) return;
-    paged_decode__bulk_seed<false, DECODE_GQA_PACK_WIDTH>(
-        paged_decode_attn_bf16_gqa_bulk__smem, q, k_cache, v_cache, output, block_tables, seq_lens,
-        max_blocks_per_seq, num_q_heads, num_kv_heads, block_size, q_stride, sliding_window,
-        (uint64_t)block_size * num_kv_heads * 128u, inv_sqrt_d * PAGED_DECODE__LOG2E, 1.0f);
-#else
-    __trap(); /* sm_90a machine code only: kl_paged_decode_attn_bf16_gqa_bulk_get refuses other targets */
-#endif
+    PAGED_DECODE__BULK_BODY(paged_decode_attn_bf16_gqa_bulk,
+        if (PAGED_DECODE__BULK_GUARD(false, false)) return;
+        paged_decode__bulk_seed<false, false, DECODE_GQA_PACK_WIDTH>(
+            paged_decode_attn_bf16_gqa_bulk__smem, q, k_cache, v_cache, nullptr, nullptr, output, block_tables,
+            seq_lens, max_blocks_per_seq, num_q_heads, num_kv_heads, block_size, q_stride, sliding_window,
+            PAGED_DECODE__BF16_STRIDE, PAGED_DECODE__BF16_SCALES);)
 }
 
 extern "C" __global__ void __launch_bounds__(KL_THREADS_paged_decode_attn_fp8_gqa_bulk, 1)
 paged_decode_attn_fp8_gqa_bulk(KL_PARAMS_paged_decode_attn_fp8_gqa_bulk) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KL_EMULATOR)
-    KL_DYNAMIC_SHARED(paged_decode_attn_fp8_gqa_bulk__smem, 128);
-    if (PAGED_DECODE__BULK_GUARD(true)) return;
-    paged_decode__bulk_seed<true, DECODE_GQA_PACK_WIDTH>(
-        paged_decode_attn_fp8_gqa_bulk__smem, q, k_cache, v_cache, output, block_tables, seq_lens,
-        max_blocks_per_seq, num_q_heads, num_kv_heads, block_size, q_stride, sliding_window, cache_stride,
-        inv_sqrt_d * k_scale * PAGED_DECODE__FP8_UNIT * PAGED_DECODE__LOG2E, v_scale * PAGED_DECODE__FP8_UNIT);
-#else
-    __trap(); /* sm_90a machine code only: kl_paged_decode_attn_fp8_gqa_bulk_get refuses other targets */
-#endif
+    PAGED_DECODE__BULK_BODY(paged_decode_attn_fp8_gqa_bulk,
+        if (PAGED_DECODE__BULK_GUARD(true, false)) return;
+        paged_decode__bulk_seed<true, false, DECODE_GQA_PACK_WIDTH>(
+            paged_decode_attn_fp8_gqa_bulk__smem, q, k_cache, v_cache, nullptr, nullptr, output, block_tables,
+            seq_lens, max_blocks_per_seq, num_q_heads, num_kv_heads, block_size, q_stride, sliding_window,
+            cache_stride, PAGED_DECODE__FP8_SCALES);)
 }
 
 extern "C" __global__ void __launch_bounds__(KL_THREADS_paged_decode_persist_bf16_gqa_bulk, 1)
 paged_decode_persist_bf16_gqa_bulk(KL_PARAMS_paged_decode_persist_bf16_gqa_bulk) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KL_EMULATOR)
-    KL_DYNAMIC_SHARED(paged_decode_persist_bf16_gqa_bulk__smem, 128);
     (void)num_ctas; /* the grid's x extent: gridDim.x */
-    if (PAGED_DECODE__BULK_GUARD(false)) return;
-    paged_decode__bulk_persist<false, DECODE_GQA_PACK_WIDTH>(
-        paged_decode_persist_bf16_gqa_bulk__smem, q, k_cache, v_cache, output, block_tables, seq_lens,
-        max_blocks_per_seq, num_seqs, num_q_heads, num_kv_heads, block_size, q_stride, sliding_window,
-        (uint64_t)block_size * num_kv_heads * 128u, inv_sqrt_d * PAGED_DECODE__LOG2E, 1.0f, workspace, counters);
-#else
-    __trap(); /* sm_90a machine code only: kl_paged_decode_persist_bf16_gqa_bulk_get refuses other targets */
-#endif
+    PAGED_DECODE__BULK_BODY(paged_decode_persist_bf16_gqa_bulk,
+        if (PAGED_DECODE__BULK_GUARD(false, false)) return;
+        paged_decode__bulk_persist<false, false, DECODE_GQA_PACK_WIDTH>(
+            paged_decode_persist_bf16_gqa_bulk__smem, q, k_cache, v_cache, nullptr, nullptr, output, block_tables,
+            seq_lens, max_blocks_per_seq, num_seqs, num_q_heads, num_kv_heads, block_size, q_stride,
+            sliding_window, PAGED_DECODE__BF16_STRIDE, PAGED_DECODE__BF16_SCALES, workspace, counters);)
 }
 
 extern "C" __global__ void __launch_bounds__(KL_THREADS_paged_decode_persist_fp8_gqa_bulk, 1)
 paged_decode_persist_fp8_gqa_bulk(KL_PARAMS_paged_decode_persist_fp8_gqa_bulk) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KL_EMULATOR)
-    KL_DYNAMIC_SHARED(paged_decode_persist_fp8_gqa_bulk__smem, 128);
     (void)num_ctas;
-    if (PAGED_DECODE__BULK_GUARD(true)) return;
-    paged_decode__bulk_persist<true, DECODE_GQA_PACK_WIDTH>(
-        paged_decode_persist_fp8_gqa_bulk__smem, q, k_cache, v_cache, output, block_tables, seq_lens,
-        max_blocks_per_seq, num_seqs, num_q_heads, num_kv_heads, block_size, q_stride, sliding_window, cache_stride,
-        inv_sqrt_d * k_scale * PAGED_DECODE__FP8_UNIT * PAGED_DECODE__LOG2E, v_scale * PAGED_DECODE__FP8_UNIT,
-        workspace, counters);
-#else
-    __trap(); /* sm_90a machine code only: kl_paged_decode_persist_fp8_gqa_bulk_get refuses other targets */
-#endif
+    PAGED_DECODE__BULK_BODY(paged_decode_persist_fp8_gqa_bulk,
+        if (PAGED_DECODE__BULK_GUARD(true, false)) return;
+        paged_decode__bulk_persist<true, false, DECODE_GQA_PACK_WIDTH>(
+            paged_decode_persist_fp8_gqa_bulk__smem, q, k_cache, v_cache, nullptr, nullptr, output, block_tables,
+            seq_lens, max_blocks_per_seq, num_seqs, num_q_heads, num_kv_heads, block_size, q_stride,
+            sliding_window, cache_stride, PAGED_DECODE__FP8_SCALES, workspace, counters);)
+}
+
+/* The tensor-map twins: the caches as k_map, v_map (the 4-D views (d, kv
+ * head, slot, block) with boxes of 128 bytes x 16 slots, 128-byte
+ * swizzle); block_size % 16 == 0. */
+extern "C" __global__ void __launch_bounds__(KL_THREADS_paged_decode_attn_bf16_gqa_tma, 1)
+paged_decode_attn_bf16_gqa_tma(KL_PARAMS_paged_decode_attn_bf16_gqa_tma) {
+    PAGED_DECODE__BULK_BODY(paged_decode_attn_bf16_gqa_tma,
+        if (PAGED_DECODE__BULK_GUARD(false, true)) return;
+        paged_decode__bulk_seed<false, true, DECODE_GQA_PACK_WIDTH>(
+            paged_decode_attn_bf16_gqa_tma__smem, q, nullptr, nullptr, &k_map, &v_map, output, block_tables,
+            seq_lens, max_blocks_per_seq, num_q_heads, num_kv_heads, block_size, q_stride, sliding_window, 0u,
+            PAGED_DECODE__BF16_SCALES);)
+}
+
+extern "C" __global__ void __launch_bounds__(KL_THREADS_paged_decode_attn_fp8_gqa_tma, 1)
+paged_decode_attn_fp8_gqa_tma(KL_PARAMS_paged_decode_attn_fp8_gqa_tma) {
+    PAGED_DECODE__BULK_BODY(paged_decode_attn_fp8_gqa_tma,
+        if (PAGED_DECODE__BULK_GUARD(true, true)) return;
+        paged_decode__bulk_seed<true, true, DECODE_GQA_PACK_WIDTH>(
+            paged_decode_attn_fp8_gqa_tma__smem, q, nullptr, nullptr, &k_map, &v_map, output, block_tables,
+            seq_lens, max_blocks_per_seq, num_q_heads, num_kv_heads, block_size, q_stride, sliding_window, 0u,
+            PAGED_DECODE__FP8_SCALES);)
+}
+
+extern "C" __global__ void __launch_bounds__(KL_THREADS_paged_decode_persist_bf16_gqa_tma, 1)
+paged_decode_persist_bf16_gqa_tma(KL_PARAMS_paged_decode_persist_bf16_gqa_tma) {
+    (void)num_ctas;
+    PAGED_DECODE__BULK_BODY(paged_decode_persist_bf16_gqa_tma,
+        if (PAGED_DECODE__BULK_GUARD(false, true)) return;
+        paged_decode__bulk_persist<false, true, DECODE_GQA_PACK_WIDTH>(
+            paged_decode_persist_bf16_gqa_tma__smem, q, nullptr, nullptr, &k_map, &v_map, output, block_tables,
+            seq_lens, max_blocks_per_seq, num_seqs, num_q_heads, num_kv_heads, block_size, q_stride,
+            sliding_window, 0u, PAGED_DECODE__BF16_SCALES, workspace, counters);)
+}
+
+extern "C" __global__ void __launch_bounds__(KL_THREADS_paged_decode_persist_fp8_gqa_tma, 1)
+paged_decode_persist_fp8_gqa_tma(KL_PARAMS_paged_decode_persist_fp8_gqa_tma) {
+    (void)num_ctas;
+    PAGED_DECODE__BULK_BODY(paged_decode_persist_fp8_gqa_tma,
+        if (PAGED_DECODE__BULK_GUARD(true, true)) return;
+        paged_decode__bulk_persist<true, true, DECODE_GQA_PACK_WIDTH>(
+            paged_decode_persist_fp8_gqa_tma__smem, q, nullptr, nullptr, &k_map, &v_map, output, block_tables,
+            seq_lens, max_blocks_per_seq, num_seqs, num_q_heads, num_kv_heads, block_size, q_stride,
+            sliding_window, 0u, PAGED_DECODE__FP8_SCALES, workspace, counters);)
 }

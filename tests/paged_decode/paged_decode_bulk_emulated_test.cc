@@ -1,5 +1,6 @@
-// The copy-engine GQA decode launchers (paged_decode_attn_{bf16,fp8}_gqa_bulk
-// and paged_decode_persist_{bf16,fp8}_gqa_bulk) on the CPU emulator
+// The copy-engine GQA decode launchers (paged_decode_attn_{bf16,fp8}_gqa_bulk,
+// paged_decode_persist_{bf16,fp8}_gqa_bulk and their tensor-map twins
+// paged_decode_{attn,persist}_{bf16,fp8}_gqa_tma) on the CPU emulator
 // (tests/emu, docs/EMULATOR.md), from their own source, through the
 // generated launchers and the emulated backend, in both variants (pack
 // width 4 and 8).
@@ -14,7 +15,9 @@
 // 16 or 32 slots several times), the consumers' reads of a slot only after
 // its `full` phase and the producer's refill only after `empty` (the
 // emulator's race checker and in-flight copies would fault otherwise), the
-// bank-spread dims of the bf16 fragments, and for the persistent
+// bank-spread dims of the bf16 fragments, the _tma twins' boxes (rank-4
+// tensor copies in the 128-byte swizzle through the generated builders'
+// maps, rows outside the window masked in registers), and for the persistent
 // launchers the schedule of paged_decode_persist_gqa_mma (units cut
 // between blocks, blocks without tiles, the one-round-trip record merge,
 // counters back to zero, a second launch bit for bit equal).
@@ -51,15 +54,18 @@ using paged_decode_problem::kPoisonBf16;
 using paged_decode_problem::lengths_around;
 using paged_decode_problem::Problem;
 
-// num_ctas 0: the seed-grid launcher; else the persistent one at that grid.
+// num_ctas 0: the seed-grid launcher; else the persistent one at that
+// grid. maps: the *_gqa_tma twin, its caches as tensor maps encoded by its
+// generated builders (the emulated backend's reference encoding, which the
+// emulated copy engine reads).
 class BulkEmulatedTest : public ::testing::TestWithParam<int> {
   protected:
     int width() const { return GetParam(); }
     const kl_module *mod() { return emu_test::module("paged_decode", width() == 4 ? "gqa4_d128" : "gqa8_d128"); }
 
-    void run_case(bool fp8, const Case &c, uint32_t num_ctas, bool twice = false) {
-        SCOPED_TRACE(std::string(fp8 ? "fp8" : "bf16") +
-                     (num_ctas ? " persist bulk at " + std::to_string(num_ctas) + " blocks" : " attn bulk") + ": " +
+    void run_case(bool fp8, const Case &c, uint32_t num_ctas, bool twice = false, bool maps = false) {
+        SCOPED_TRACE(std::string(fp8 ? "fp8" : "bf16") + (num_ctas ? " persist" : " attn") + (maps ? " tma" : " bulk") +
+                     (num_ctas ? " at " + std::to_string(num_ctas) + " blocks" : std::string()) + ": " +
                      paged_decode_problem::describe(c, fp8) + ", pack width " + std::to_string(width()));
         const Problem p = paged_decode_problem::build(fp8, c);
         const std::vector<double> ref = paged_decode_problem::reference(p);
@@ -77,8 +83,45 @@ class BulkEmulatedTest : public ::testing::TestWithParam<int> {
         const kl_module *m = mod();
         ASSERT_NE(m, nullptr);
         kl_kernel k;
+        // The maps' 4-D view (d, kv head, slot, block) of each cache.
+        const uint64_t block_stride = fp8 ? p.cache_stride : p.block_elems;
+        kl_tensor_map km, vm;
+        auto encode = [&](auto builder, const auto *kp, const auto *vp) {
+            KL_EMU_ASSERT_OK(builder(&k, &km, kp, g.head_dim, g.num_kv_heads, g.block_size, p.num_blocks, g.head_dim,
+                                     uint64_t{g.num_kv_heads} * g.head_dim, block_stride));
+            KL_EMU_ASSERT_OK(builder(&k, &vm, vp, g.head_dim, g.num_kv_heads, g.block_size, p.num_blocks, g.head_dim,
+                                     uint64_t{g.num_kv_heads} * g.head_dim, block_stride));
+        };
         auto launch = [&]() {
-            if (num_ctas == 0 && !fp8) {
+            if (maps && num_ctas == 0 && !fp8) {
+                KL_EMU_ASSERT_OK(kl_paged_decode_attn_bf16_gqa_tma_get(&k, m));
+                encode(kl_paged_decode_attn_bf16_gqa_tma_k_map_encode, in.kbp, in.vbp);
+                KL_EMU_ASSERT_OK(kl_paged_decode_attn_bf16_gqa_tma(
+                    &k, in.q->data(), &km, &vm, out.data(), in.tables->data(), in.lens->data(), g.max_blocks_per_seq,
+                    g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv, g.q_stride,
+                    g.sliding_window, nullptr));
+            } else if (maps && num_ctas == 0) {
+                KL_EMU_ASSERT_OK(kl_paged_decode_attn_fp8_gqa_tma_get(&k, m));
+                encode(kl_paged_decode_attn_fp8_gqa_tma_k_map_encode, in.k8p, in.v8p);
+                KL_EMU_ASSERT_OK(kl_paged_decode_attn_fp8_gqa_tma(
+                    &k, in.q->data(), &km, &vm, out.data(), in.tables->data(), in.lens->data(), g.max_blocks_per_seq,
+                    g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv, c.k_scale, c.v_scale,
+                    g.q_stride, g.sliding_window, nullptr));
+            } else if (maps && !fp8) {
+                KL_EMU_ASSERT_OK(kl_paged_decode_persist_bf16_gqa_tma_get(&k, m));
+                encode(kl_paged_decode_persist_bf16_gqa_tma_k_map_encode, in.kbp, in.vbp);
+                KL_EMU_ASSERT_OK(kl_paged_decode_persist_bf16_gqa_tma(
+                    &k, in.q->data(), &km, &vm, out.data(), in.tables->data(), in.lens->data(), g.max_blocks_per_seq,
+                    g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv, g.q_stride,
+                    g.sliding_window, ws.data(), counters.data(), num_ctas, ws_bytes, nc, nullptr));
+            } else if (maps) {
+                KL_EMU_ASSERT_OK(kl_paged_decode_persist_fp8_gqa_tma_get(&k, m));
+                encode(kl_paged_decode_persist_fp8_gqa_tma_k_map_encode, in.k8p, in.v8p);
+                KL_EMU_ASSERT_OK(kl_paged_decode_persist_fp8_gqa_tma(
+                    &k, in.q->data(), &km, &vm, out.data(), in.tables->data(), in.lens->data(), g.max_blocks_per_seq,
+                    g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv, c.k_scale, c.v_scale,
+                    g.q_stride, g.sliding_window, ws.data(), counters.data(), num_ctas, ws_bytes, nc, nullptr));
+            } else if (num_ctas == 0 && !fp8) {
                 KL_EMU_ASSERT_OK(kl_paged_decode_attn_bf16_gqa_bulk_get(&k, m));
                 KL_EMU_ASSERT_OK(kl_paged_decode_attn_bf16_gqa_bulk(
                     &k, in.q->data(), in.kbp, in.vbp, out.data(), in.tables->data(), in.lens->data(),
@@ -265,6 +308,60 @@ TEST_P(BulkEmulatedTest, PersistentCountersAlignmentAndManySequences) {
     for (int i = 0; i < 300; i++) c.seq_lens.push_back(static_cast<int32_t>(gen() % 20u));
     c.seed = seed++;
     run_case(width() == 8, c, 5);
+}
+
+// The tensor-map twins (*_gqa_tma): block sizes 16 and 64 (a box is 16
+// slots of one cache block), lengths around the block and 2000 (the ring
+// wraps), windows that start and end inside a box (the rows outside are
+// copied, NaN in these caches, and masked by the consumers), fp8 scales,
+// a padded cache_stride (16-byte multiple) and K and V interleaved in one
+// allocation (two maps into one buffer); the seed grid and the persistent
+// schedule (cut units, a block of each, more blocks than tiles).
+TEST_P(BulkEmulatedTest, TensorMapTwinsMatchReference) {
+    uint32_t seed = 9600 + width();
+    const uint32_t ctas[] = {0, 5, 0, 13, 0, 64, 0, 1};
+    int i = 0;
+    for (bool fp8 : {false, true})
+        for (uint32_t bs : {16u, 64u})
+            for (uint32_t sw : {0u, 37u}) {
+                Case c;
+                c.num_kv_heads = bs == 16 ? 2 : 1;
+                c.num_q_heads = c.num_kv_heads * width();
+                c.block_size = bs;
+                c.seq_lens = lengths_around(bs, {2000, 3 * static_cast<int32_t>(bs) + 5});
+                c.sliding_window = sw;
+                c.q_pad = sw ? 3 : 0;
+                c.cache_pad = fp8 && sw ? 16 : 0;
+                c.interleaved = fp8 && bs == 64 && sw == 0;
+                c.k_scale = 0.45f;
+                c.v_scale = 2.2f;
+                c.seed = seed++;
+                run_case(fp8, c, ctas[i % 8], false, true);
+                run_case(fp8, c, ctas[(i + 1) % 8] ? ctas[(i + 1) % 8] : 7, i % 2 == 0, true);
+                i++;
+            }
+}
+
+// The tensor-map persistent twins on one long sequence cut into many
+// blocks (records of 7 and 23 blocks), scores of several hundred.
+TEST_P(BulkEmulatedTest, TensorMapPersistentLongSequence) {
+    uint32_t seed = 9700 + width();
+    for (bool fp8 : {false, true}) {
+        Case c;
+        c.num_kv_heads = 1;
+        c.num_q_heads = width();
+        c.seq_lens = {2000, 0};
+        c.inv_sqrt_d = 1.0;
+        c.q_amp = 8.0f;
+        c.k_scale = 2.0f;
+        c.v_scale = 0.7f;
+        c.seed = seed++;
+        run_case(fp8, c, 23, false, true);
+        c.seq_lens = {1999};
+        c.sliding_window = 1500;
+        c.seed = seed++;
+        run_case(fp8, c, 7, false, true);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(BothVariants, BulkEmulatedTest, ::testing::Values(4, 8),

@@ -1,7 +1,8 @@
 // CPU tests, through the recording backend, of the copy-engine GQA
-// launchers (paged_decode_{attn,persist}_{bf16,fp8}_gqa_bulk) and of the
-// persistent launchers' refusals, _mma and _bulk alike, which no other
-// test checks; and kl_paged_decode_gqa_pick. For both variants' constants:
+// launchers (paged_decode_{attn,persist}_{bf16,fp8}_gqa_bulk and their
+// tensor-map twins *_gqa_tma) and of the persistent launchers' refusals,
+// _mma, _bulk and _tma alike, which no other test checks; and
+// kl_paged_decode_gqa_pick. For both variants' constants:
 // - each bulk launcher launches what its _mma twin launches (grid, the
 //   packed argument bytes), with block 288, the spec's dynamic shared
 //   memory (ring + mbarriers + merge scratch + schedule), and, for the
@@ -11,6 +12,10 @@
 //   the ring's shared memory is KL_ERROR_SHARED_MEMORY_LIMIT;
 // - the shapes the twin refuses are refused with the same status, and
 //   nothing is recorded;
+// - the _tma launchers pack their two maps by value, refuse block sizes
+//   that are not a multiple of 16 and maps built for another launcher,
+//   and their builders refuse caches and strides off 16 bytes, before the
+//   backend sees them (KL_ERROR_TENSOR_MAP);
 // - the persistent launchers refuse a workspace a byte short of
 //   kl_paged_decode_persist_workspace_bytes, counters a word short of
 //   kl_paged_decode_persist_counter_words, num_ctas 0 and 65536, each
@@ -124,6 +129,87 @@ class BulkLaunchTest : public ::testing::TestWithParam<int> {
                 &kern, kQ, kK8, kV8, kOut, kTables, kLens, a.mbps, a.num_seqs, a.nq, a.nkv, a.hd, a.bs, a.inv, a.ks,
                 a.vs, a.q_stride, a.cache_stride, a.window, kWs, kCounters, a.ctas, a.ws_bytes, a.counters, nullptr);
         }
+    }
+
+    // The _tma twin of kind k: its get, its maps (encoded once per fixture
+    // from good(): the launcher cannot check them against the arguments)
+    // and its launch.
+    kl_status get_tma(int k, kl_kernel *kern) {
+        switch (k) {
+        case 0:
+            return kl_paged_decode_attn_bf16_gqa_tma_get(kern, &mod_);
+        case 1:
+            return kl_paged_decode_attn_fp8_gqa_tma_get(kern, &mod_);
+        case 2:
+            return kl_paged_decode_persist_bf16_gqa_tma_get(kern, &mod_);
+        default:
+            return kl_paged_decode_persist_fp8_gqa_tma_get(kern, &mod_);
+        }
+    }
+    // Encodes kind k's maps of the caches at kb (bf16) / k8 (fp8) with good()'s shape.
+    kl_status encode_tma(int k, const kl_kernel *kern, kl_tensor_map *map, uintptr_t at, uint64_t stride3) {
+        const Args a = good();
+        const uint64_t s2 = uint64_t{a.nkv} * a.hd;
+        const kl_bf16 *b = reinterpret_cast<const kl_bf16 *>(at);
+        const kl_fp8_e4m3 *f = reinterpret_cast<const kl_fp8_e4m3 *>(at);
+        switch (k) {
+        case 0:
+            return kl_paged_decode_attn_bf16_gqa_tma_k_map_encode(kern, map, b, a.hd, a.nkv, a.bs, 100, a.hd, s2, stride3);
+        case 1:
+            return kl_paged_decode_attn_fp8_gqa_tma_k_map_encode(kern, map, f, a.hd, a.nkv, a.bs, 100, a.hd, s2, stride3);
+        case 2:
+            return kl_paged_decode_persist_bf16_gqa_tma_k_map_encode(kern, map, b, a.hd, a.nkv, a.bs, 100, a.hd, s2,
+                                                                     stride3);
+        default:
+            return kl_paged_decode_persist_fp8_gqa_tma_k_map_encode(kern, map, f, a.hd, a.nkv, a.bs, 100, a.hd, s2,
+                                                                    stride3);
+        }
+    }
+    kl_status launch_tma(int k, const Args &a, const kl_tensor_map *km = nullptr, const kl_tensor_map *vm = nullptr) {
+        kl_kernel kern;
+        kl_status st = get_tma(k, &kern);
+        if (st != KL_SUCCESS) return st;
+        kl_tensor_map kmap, vmap;
+        const Args g = good();
+        const uint64_t stride3 = k % 2 ? g.cache_stride : uint64_t{g.bs} * g.nkv * g.hd;
+        if (km == nullptr) {
+            st = encode_tma(k, &kern, &kmap, k % 2 ? 0x40000 : 0x20000, stride3);
+            if (st != KL_SUCCESS) return st;
+            km = &kmap;
+        }
+        if (vm == nullptr) {
+            st = encode_tma(k, &kern, &vmap, k % 2 ? 0x50000 : 0x30000, stride3);
+            if (st != KL_SUCCESS) return st;
+            vm = &vmap;
+        }
+        switch (k) {
+        case 0:
+            return kl_paged_decode_attn_bf16_gqa_tma(&kern, kQ, km, vm, kOut, kTables, kLens, a.mbps, a.num_seqs, a.nq,
+                                                     a.nkv, a.hd, a.bs, a.inv, a.q_stride, a.window, nullptr);
+        case 1:
+            return kl_paged_decode_attn_fp8_gqa_tma(&kern, kQ, km, vm, kOut, kTables, kLens, a.mbps, a.num_seqs, a.nq,
+                                                    a.nkv, a.hd, a.bs, a.inv, a.ks, a.vs, a.q_stride, a.window, nullptr);
+        case 2:
+            return kl_paged_decode_persist_bf16_gqa_tma(&kern, kQ, km, vm, kOut, kTables, kLens, a.mbps, a.num_seqs,
+                                                        a.nq, a.nkv, a.hd, a.bs, a.inv, a.q_stride, a.window, kWs,
+                                                        kCounters, a.ctas, a.ws_bytes, a.counters, nullptr);
+        default:
+            return kl_paged_decode_persist_fp8_gqa_tma(&kern, kQ, km, vm, kOut, kTables, kLens, a.mbps, a.num_seqs,
+                                                       a.nq, a.nkv, a.hd, a.bs, a.inv, a.ks, a.vs, a.q_stride,
+                                                       a.window, kWs, kCounters, a.ctas, a.ws_bytes, a.counters,
+                                                       nullptr);
+        }
+    }
+    // impl 0: the _mma launcher, 1: its _bulk twin, 2: its _tma twin.
+    kl_status launch_impl(int k, int impl, const Args &a) { return impl == 2 ? launch_tma(k, a) : launch(k, impl == 1, a); }
+
+    // The spec's dynamic shared memory of a _tma kernel: 1 KiB to align the
+    // ring of boxes, the ring (16 x 8 KiB bf16, 32 x 4 KiB fp8), mbarriers,
+    // merge scratch, 512 bytes.
+    uint32_t tma_shared(int k) const {
+        const bool fp8 = k % 2 == 1;
+        return 1024u + 131072u + 16u * (fp8 ? 32u : 16u) + 8u * static_cast<uint32_t>(GetParam()) * (128u + 2u) * 4u +
+               512u;
     }
 
     // The spec's dynamic shared memory of a bulk kernel (its layout:
@@ -241,29 +327,90 @@ TEST_P(BulkLaunchTest, PersistentLaunchersRefuseShortWorkspaceShortCountersAndBa
              a.ws_bytes = UINT64_MAX;
          }},
     };
+    const char *const twin[] = {"", " (bulk twin)", " (tma twin)"};
     for (int k = 2; k < 4; k++)
-        for (bool bulk : {false, true})
+        for (int impl = 0; impl < 3; impl++)
             for (const Bad &b : bads) {
-                SCOPED_TRACE(std::string(kMma[k]) + (bulk ? " (bulk twin)" : "") + ": " + b.why);
+                SCOPED_TRACE(std::string(kMma[k]) + twin[impl] + ": " + b.why);
                 Args a = good();
                 b.edit(a);
                 kl_record_backend_clear(&rb_);
-                EXPECT_EQ(launch(k, bulk, a), b.want);
+                EXPECT_EQ(launch_impl(k, impl, a), b.want);
                 EXPECT_NE(std::string(kl_last_error_message()).find(b.message), std::string::npos)
                     << kl_last_error_message();
                 EXPECT_EQ(rb_.count, 0u) << "a refused launch was recorded";
             }
     // The exact sizes pass, and one block at the limit.
     for (int k = 2; k < 4; k++)
-        for (bool bulk : {false, true}) {
+        for (int impl = 0; impl < 3; impl++) {
+            SCOPED_TRACE(std::string(kMma[k]) + twin[impl] + ": exact sizes");
             Args a = good();
             kl_record_backend_clear(&rb_);
-            EXPECT_EQ(launch(k, bulk, a), KL_SUCCESS) << kl_last_error_message();
+            EXPECT_EQ(launch_impl(k, impl, a), KL_SUCCESS) << kl_last_error_message();
             a.ctas = 65535;
             a.ws_bytes = kl_paged_decode_persist_workspace_bytes(static_cast<uint32_t>(GetParam()), a.hd, a.ctas);
-            EXPECT_EQ(launch(k, bulk, a), KL_SUCCESS) << kl_last_error_message();
+            EXPECT_EQ(launch_impl(k, impl, a), KL_SUCCESS) << kl_last_error_message();
             EXPECT_EQ(rb_.count, 2u);
         }
+}
+
+TEST_P(BulkLaunchTest, TensorMapTwinsPackTheirMapsAndRefuseWhatTheyCannotCopy) {
+    for (int k = 0; k < 4; k++) {
+        SCOPED_TRACE(std::string(kMma[k]) + " tma twin");
+        kl_record_backend_clear(&rb_);
+        const Args a = good();
+        ASSERT_EQ(launch(k, false, a), KL_SUCCESS) << kl_last_error_message();
+        kl_kernel kern;
+        ASSERT_EQ(get_tma(k, &kern), KL_SUCCESS) << kl_last_error_message();
+        kl_tensor_map km, vm;
+        const uint64_t stride3 = k % 2 ? a.cache_stride : uint64_t{a.bs} * a.nkv * a.hd;
+        ASSERT_EQ(encode_tma(k, &kern, &km, k % 2 ? 0x40000 : 0x20000, stride3), KL_SUCCESS) << kl_last_error_message();
+        ASSERT_EQ(encode_tma(k, &kern, &vm, k % 2 ? 0x50000 : 0x30000, stride3), KL_SUCCESS) << kl_last_error_message();
+        ASSERT_EQ(launch_tma(k, a, &km, &vm), KL_SUCCESS) << kl_last_error_message();
+        ASSERT_EQ(rb_.count, 2u);
+        const kl_record &mma = records_[0], &tma = records_[1];
+        EXPECT_EQ(std::string(tma.entry), std::string(kMma[k]).replace(std::string(kMma[k]).size() - 3, 3, "tma"));
+        for (int i = 0; i < 3; i++) EXPECT_EQ(tma.grid[i], mma.grid[i]);
+        EXPECT_EQ(tma.block[0], 288u);
+        EXPECT_EQ(tma.shared_bytes, tma_shared(k));
+        EXPECT_EQ(tma.attribute_flags, k >= 2 ? KL_LAUNCH_PROGRAMMATIC_SERIALIZATION : 0u);
+        // q at 0, the maps by value at the next 128-byte offsets, then output.
+        ASSERT_GE(tma.arg_bytes, 8u + 128u + 128u + 128u + 8u);
+        uintptr_t qv = 0;
+        std::memcpy(&qv, tma.args, 8);
+        EXPECT_EQ(qv, reinterpret_cast<uintptr_t>(kQ));
+        EXPECT_EQ(std::memcmp(tma.args + 128, km.opaque, 128), 0) << "k_map is not at offset 128";
+        EXPECT_EQ(std::memcmp(tma.args + 256, vm.opaque, 128), 0) << "v_map is not at offset 256";
+        uintptr_t ov = 0;
+        std::memcpy(&ov, tma.args + 384, 8);
+        EXPECT_EQ(ov, reinterpret_cast<uintptr_t>(kOut));
+
+        // Block sizes off 16: the _bulk launcher's, not this one's.
+        for (uint32_t bs : {1u, 8u, 24u}) {
+            Args b = good();
+            b.bs = bs;
+            b.cache_stride = uint64_t{bs} * b.nkv * b.hd + 16;
+            kl_record_backend_clear(&rb_);
+            EXPECT_EQ(launch_tma(k, b, &km, &vm), KL_ERROR_PRECONDITION) << "block size " << bs;
+            EXPECT_NE(std::string(kl_last_error_message()).find("one box of 16 slots"), std::string::npos);
+            EXPECT_EQ(launch(k, true, b), KL_SUCCESS) << "the bulk twin takes block size " << bs;
+        }
+        // A map of the other cache type's launcher (another dtype and box).
+        const int other = k ^ 1;
+        kl_kernel okern;
+        ASSERT_EQ(get_tma(other, &okern), KL_SUCCESS);
+        kl_tensor_map om;
+        ASSERT_EQ(encode_tma(other, &okern, &om, 0x20000, other % 2 ? a.cache_stride : uint64_t{a.bs} * a.nkv * a.hd),
+                  KL_SUCCESS);
+        kl_record_backend_clear(&rb_);
+        EXPECT_EQ(launch_tma(k, a, &om, &vm), KL_ERROR_TENSOR_MAP);
+        EXPECT_EQ(launch_tma(k, a, &km, &om), KL_ERROR_TENSOR_MAP);
+        EXPECT_EQ(rb_.count, 0u);
+        // The builders: caches off 16 bytes, strides off 16 bytes.
+        kl_tensor_map bad;
+        EXPECT_EQ(encode_tma(k, &kern, &bad, (k % 2 ? 0x40000 : 0x20000) + 2, stride3), KL_ERROR_TENSOR_MAP);
+        if (k % 2) EXPECT_EQ(encode_tma(k, &kern, &bad, 0x40000, stride3 + 5), KL_ERROR_TENSOR_MAP);
+    }
 }
 
 TEST_P(BulkLaunchTest, GqaAppliesAnswersForTheBulkHandles) {
@@ -284,24 +431,40 @@ INSTANTIATE_TEST_SUITE_P(BothVariants, BulkLaunchTest, ::testing::Values(4, 8),
 
 constexpr uint32_t kH200 = 132;
 
-TEST(PagedDecodeGqaPick, TakesThePersistentBulkLauncherWhereverItLoads) {
+TEST(PagedDecodeGqaPick, TakesTheTensorMapLaunchersWhereTheirMapsEncode) {
     for (uint32_t seqs : {1u, 32u, 1000u})
-        EXPECT_EQ(kl_paged_decode_gqa_pick(seqs, 8, 32768 / seqs + 1, 0, 16, kH200, true, true),
+        for (uint32_t bs : {16u, 64u}) {
+            EXPECT_EQ(kl_paged_decode_gqa_pick(seqs, 8, 32768 / seqs + 1, 0, bs, kH200, true, true, true),
+                      KL_PAGED_DECODE_GQA_TMA_PERSIST);
+            EXPECT_EQ(kl_paged_decode_gqa_pick(seqs, 8, 32768 / seqs + 1, 0, bs, kH200, true, true, false),
+                      KL_PAGED_DECODE_GQA_TMA_SEED);
+        }
+}
+
+TEST(PagedDecodeGqaPick, TakesTheRowCopyLaunchersWhereTheMapsDoNot) {
+    // Block sizes off 16 (a box is 16 slots of one block), or maps the builder refused.
+    for (uint32_t bs : {1u, 8u, 24u}) {
+        EXPECT_EQ(kl_paged_decode_gqa_pick(32, 8, 4096, 0, bs, kH200, true, true, true),
                   KL_PAGED_DECODE_GQA_BULK_PERSIST);
-    EXPECT_EQ(kl_paged_decode_gqa_pick(32, 8, 4096, 0, 16, kH200, true, false), KL_PAGED_DECODE_GQA_BULK_SEED);
-    EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, 16, kH200, true, false), KL_PAGED_DECODE_GQA_BULK_SEED);
+        EXPECT_EQ(kl_paged_decode_gqa_pick(32, 8, 4096, 0, bs, kH200, true, true, false), KL_PAGED_DECODE_GQA_BULK_SEED);
+    }
+    EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, 16, kH200, true, false, true), KL_PAGED_DECODE_GQA_BULK_PERSIST);
+    EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, 16, kH200, true, false, false), KL_PAGED_DECODE_GQA_BULK_SEED);
 }
 
 TEST(PagedDecodeGqaPick, WithoutTheBulkLaunchersFollowsTheSplitRule) {
-    // 32 x 8 units fill 132 SMs: one split, the seed grid.
-    EXPECT_EQ(kl_paged_decode_gqa_pick(32, 8, 4096, 0, 16, kH200, false, true), KL_PAGED_DECODE_GQA_MMA_SEED);
-    EXPECT_EQ(kl_paged_decode_gqa_pick(32, 8, 4096, 0, 16, kH200, false, false), KL_PAGED_DECODE_GQA_MMA_SEED);
-    // One long sequence: 16 splits; the persistent launcher where the caller keeps its buffers.
-    EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, 16, kH200, false, true), KL_PAGED_DECODE_GQA_MMA_PERSIST);
-    EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, 16, kH200, false, false), KL_PAGED_DECODE_GQA_MMA_SPLIT);
-    // Degenerate shapes: the seed grid.
-    EXPECT_EQ(kl_paged_decode_gqa_pick(0, 8, 32768, 0, 16, kH200, false, true), KL_PAGED_DECODE_GQA_MMA_SEED);
-    EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, 16, 0, false, true), KL_PAGED_DECODE_GQA_MMA_SEED);
+    for (bool maps : {false, true}) {
+        // 32 x 8 units fill 132 SMs: one split, the seed grid.
+        EXPECT_EQ(kl_paged_decode_gqa_pick(32, 8, 4096, 0, 16, kH200, false, maps, true), KL_PAGED_DECODE_GQA_MMA_SEED);
+        EXPECT_EQ(kl_paged_decode_gqa_pick(32, 8, 4096, 0, 16, kH200, false, maps, false), KL_PAGED_DECODE_GQA_MMA_SEED);
+        // One long sequence: 16 splits; the persistent launcher where the caller keeps its buffers.
+        EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, 16, kH200, false, maps, true),
+                  KL_PAGED_DECODE_GQA_MMA_PERSIST);
+        EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, 16, kH200, false, maps, false), KL_PAGED_DECODE_GQA_MMA_SPLIT);
+        // Degenerate shapes: the seed grid.
+        EXPECT_EQ(kl_paged_decode_gqa_pick(0, 8, 32768, 0, 16, kH200, false, maps, true), KL_PAGED_DECODE_GQA_MMA_SEED);
+        EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, 16, 0, false, maps, true), KL_PAGED_DECODE_GQA_MMA_SEED);
+    }
 }
 
 }  // namespace

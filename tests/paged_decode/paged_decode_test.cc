@@ -10,6 +10,10 @@
 //   paged_decode_attn_{bf16,fp8}_gqa_bulk  paged_decode_persist_{bf16,fp8}_gqa_bulk
 //     (the copy-engine twins of the four above, sm_90a: skipped, saying so,
 //     where kl_X_get reports KL_ERROR_UNSUPPORTED)
+//   paged_decode_attn_{bf16,fp8}_gqa_tma  paged_decode_persist_{bf16,fp8}_gqa_tma
+//     (their tensor-map twins, the maps encoded by the driver through the
+//     generated builders; run where the builders accept the caches: block
+//     sizes of 16 and 64, caches and strides 16-byte aligned)
 // launched through the generated launchers (the seed's geometry) from the
 // embedded fatbins of both variants, gqa4_d128 and gqa8_d128.
 //
@@ -69,19 +73,27 @@ enum class Kind {
     kBf16Bulk,
     kFp8Bulk,
     kBf16PersistBulk,
-    kFp8PersistBulk
+    kFp8PersistBulk,
+    kBf16Tma,
+    kFp8Tma,
+    kBf16PersistTma,
+    kFp8PersistTma
 };
 
 bool is_fp8(Kind k) {
     return k == Kind::kFp8 || k == Kind::kFp8Gqa || k == Kind::kFp8GqaMma || k == Kind::kFp8Persist ||
-           k == Kind::kFp8Bulk || k == Kind::kFp8PersistBulk;
+           k == Kind::kFp8Bulk || k == Kind::kFp8PersistBulk || k == Kind::kFp8Tma || k == Kind::kFp8PersistTma;
 }
 bool is_persist(Kind k) {
     return k == Kind::kBf16Persist || k == Kind::kFp8Persist || k == Kind::kBf16PersistBulk ||
-           k == Kind::kFp8PersistBulk;
+           k == Kind::kFp8PersistBulk || k == Kind::kBf16PersistTma || k == Kind::kFp8PersistTma;
+}
+bool is_tma(Kind k) {
+    return k == Kind::kBf16Tma || k == Kind::kFp8Tma || k == Kind::kBf16PersistTma || k == Kind::kFp8PersistTma;
 }
 bool is_bulk(Kind k) {
-    return k == Kind::kBf16Bulk || k == Kind::kFp8Bulk || k == Kind::kBf16PersistBulk || k == Kind::kFp8PersistBulk;
+    return k == Kind::kBf16Bulk || k == Kind::kFp8Bulk || k == Kind::kBf16PersistBulk || k == Kind::kFp8PersistBulk ||
+           is_tma(k);
 }
 bool is_packed(Kind k) { return k != Kind::kBf16 && k != Kind::kFp8; }
 
@@ -111,6 +123,14 @@ const char *kind_name(Kind k) {
         return "paged_decode_persist_bf16_gqa_bulk";
     case Kind::kFp8PersistBulk:
         return "paged_decode_persist_fp8_gqa_bulk";
+    case Kind::kBf16Tma:
+        return "paged_decode_attn_bf16_gqa_tma";
+    case Kind::kFp8Tma:
+        return "paged_decode_attn_fp8_gqa_tma";
+    case Kind::kBf16PersistTma:
+        return "paged_decode_persist_bf16_gqa_tma";
+    case Kind::kFp8PersistTma:
+        return "paged_decode_persist_fp8_gqa_tma";
     }
     return "?";
 }
@@ -140,9 +160,21 @@ void run_case(Kind kind, int width, const Case &c) {
                  ", module gqa" + std::to_string(width) + "_d128" +
                  (is_persist(kind) ? ", num_ctas " + std::to_string(ctas) : std::string()));
     const Problem p = paged_decode_problem::build(is_fp8(kind), c);
+    // The tensor-map twins take the shapes their builders accept (the others are the _bulk twins').
+    if (is_tma(kind) && (c.block_size % 16u != 0u || c.misalign != 0u || p.cache_stride % 16u != 0u)) return;
     const std::vector<double> ref = paged_decode_problem::reference(p);
     const Shape &g = p.g;
     const kl_module *mod = module_for(width);
+    // A _tma launcher's maps of the caches at kp, vp: the 4-D views (d, kv head, slot, block).
+    kl_tensor_map km, vm;
+    kl_kernel k_for_maps;
+    auto encode = [&](auto builder, const auto *kp, const auto *vp) {
+        const uint64_t s3 = is_fp8(kind) ? p.cache_stride : p.block_elems;
+        KL_ASSERT_OK(builder(&k_for_maps, &km, kp, g.head_dim, g.num_kv_heads, g.block_size, p.num_blocks, g.head_dim,
+                             uint64_t{g.num_kv_heads} * g.head_dim, s3));
+        KL_ASSERT_OK(builder(&k_for_maps, &vm, vp, g.head_dim, g.num_kv_heads, g.block_size, p.num_blocks, g.head_dim,
+                             uint64_t{g.num_kv_heads} * g.head_dim, s3));
+    };
 
     DeviceBuffer<kl_bf16> q(p.q_bits);
     DeviceBuffer<int32_t> tables(p.tables), lens(p.lens);
@@ -191,13 +223,30 @@ void run_case(Kind kind, int width, const Case &c) {
                                                     g.max_blocks_per_seq, g.num_seqs, g.num_q_heads, g.num_kv_heads,
                                                     g.head_dim, g.block_size, inv, g.q_stride, g.sliding_window,
                                                     nullptr);
-        } else {
+        } else if (kind == Kind::kBf16PersistBulk) {
             if (!bulk_loads(kl_paged_decode_persist_bf16_gqa_bulk_get(&k, mod), kind)) return;
             st = kl_paged_decode_persist_bf16_gqa_bulk(&k, q.get(), kp, vp, o, tables.get(), lens.get(),
                                                        g.max_blocks_per_seq, g.num_seqs, g.num_q_heads,
                                                        g.num_kv_heads, g.head_dim, g.block_size, inv, g.q_stride,
                                                        g.sliding_window, ws.get(), counters.get(), ctas, ws_bytes,
                                                        nc, nullptr);
+        } else if (kind == Kind::kBf16Tma) {
+            if (!bulk_loads(kl_paged_decode_attn_bf16_gqa_tma_get(&k, mod), kind)) return;
+            k_for_maps = k;
+            encode(kl_paged_decode_attn_bf16_gqa_tma_k_map_encode, kp, vp);
+            st = kl_paged_decode_attn_bf16_gqa_tma(&k, q.get(), &km, &vm, o, tables.get(), lens.get(),
+                                                   g.max_blocks_per_seq, g.num_seqs, g.num_q_heads, g.num_kv_heads,
+                                                   g.head_dim, g.block_size, inv, g.q_stride, g.sliding_window,
+                                                   nullptr);
+        } else {
+            if (!bulk_loads(kl_paged_decode_persist_bf16_gqa_tma_get(&k, mod), kind)) return;
+            k_for_maps = k;
+            encode(kl_paged_decode_persist_bf16_gqa_tma_k_map_encode, kp, vp);
+            st = kl_paged_decode_persist_bf16_gqa_tma(&k, q.get(), &km, &vm, o, tables.get(), lens.get(),
+                                                      g.max_blocks_per_seq, g.num_seqs, g.num_q_heads,
+                                                      g.num_kv_heads, g.head_dim, g.block_size, inv, g.q_stride,
+                                                      g.sliding_window, ws.get(), counters.get(), ctas, ws_bytes, nc,
+                                                      nullptr);
         }
         ASSERT_EQ(st, KL_SUCCESS) << kl_last_error_message();
         kl_test::synchronize();
@@ -244,13 +293,30 @@ void run_case(Kind kind, int width, const Case &c) {
                                                    g.max_blocks_per_seq, g.num_seqs, g.num_q_heads, g.num_kv_heads,
                                                    g.head_dim, g.block_size, inv, c.k_scale, c.v_scale, g.q_stride,
                                                    p.cache_stride, g.sliding_window, nullptr);
-        } else {
+        } else if (kind == Kind::kFp8PersistBulk) {
             if (!bulk_loads(kl_paged_decode_persist_fp8_gqa_bulk_get(&k, mod), kind)) return;
             st = kl_paged_decode_persist_fp8_gqa_bulk(&k, q.get(), kp, vp, o, tables.get(), lens.get(),
                                                       g.max_blocks_per_seq, g.num_seqs, g.num_q_heads,
                                                       g.num_kv_heads, g.head_dim, g.block_size, inv, c.k_scale,
                                                       c.v_scale, g.q_stride, p.cache_stride, g.sliding_window,
                                                       ws.get(), counters.get(), ctas, ws_bytes, nc, nullptr);
+        } else if (kind == Kind::kFp8Tma) {
+            if (!bulk_loads(kl_paged_decode_attn_fp8_gqa_tma_get(&k, mod), kind)) return;
+            k_for_maps = k;
+            encode(kl_paged_decode_attn_fp8_gqa_tma_k_map_encode, kp, vp);
+            st = kl_paged_decode_attn_fp8_gqa_tma(&k, q.get(), &km, &vm, o, tables.get(), lens.get(),
+                                                  g.max_blocks_per_seq, g.num_seqs, g.num_q_heads, g.num_kv_heads,
+                                                  g.head_dim, g.block_size, inv, c.k_scale, c.v_scale, g.q_stride,
+                                                  g.sliding_window, nullptr);
+        } else {
+            if (!bulk_loads(kl_paged_decode_persist_fp8_gqa_tma_get(&k, mod), kind)) return;
+            k_for_maps = k;
+            encode(kl_paged_decode_persist_fp8_gqa_tma_k_map_encode, kp, vp);
+            st = kl_paged_decode_persist_fp8_gqa_tma(&k, q.get(), &km, &vm, o, tables.get(), lens.get(),
+                                                     g.max_blocks_per_seq, g.num_seqs, g.num_q_heads,
+                                                     g.num_kv_heads, g.head_dim, g.block_size, inv, c.k_scale,
+                                                     c.v_scale, g.q_stride, g.sliding_window, ws.get(),
+                                                     counters.get(), ctas, ws_bytes, nc, nullptr);
         }
         ASSERT_EQ(st, KL_SUCCESS) << kl_last_error_message();
         kl_test::synchronize();
@@ -415,7 +481,8 @@ TEST_F(PagedDecodeTest, Fp8HeadDimsAndOffAlignmentCache) {
 
 TEST_F(PagedDecodeTest, Bf16GqaMatchesReferenceInBothVariants) {
     uint32_t seed = 900;
-    for (Kind kind : {Kind::kBf16Gqa, Kind::kBf16GqaMma, Kind::kBf16Persist, Kind::kBf16Bulk, Kind::kBf16PersistBulk})
+    for (Kind kind : {Kind::kBf16Gqa, Kind::kBf16GqaMma, Kind::kBf16Persist, Kind::kBf16Bulk, Kind::kBf16PersistBulk,
+                      Kind::kBf16Tma, Kind::kBf16PersistTma})
     for (int width : {4, 8})
         for (uint32_t bs : {1u, 16u, 64u})
             for (uint32_t sw : {0u, 7u, 100000u}) {
@@ -433,7 +500,8 @@ TEST_F(PagedDecodeTest, Bf16GqaMatchesReferenceInBothVariants) {
 
 TEST_F(PagedDecodeTest, Bf16GqaOffAlignmentCache) {
     uint32_t seed = 1000;
-    for (Kind kind : {Kind::kBf16Gqa, Kind::kBf16GqaMma, Kind::kBf16Persist, Kind::kBf16Bulk, Kind::kBf16PersistBulk})
+    for (Kind kind : {Kind::kBf16Gqa, Kind::kBf16GqaMma, Kind::kBf16Persist, Kind::kBf16Bulk, Kind::kBf16PersistBulk,
+                      Kind::kBf16Tma, Kind::kBf16PersistTma})
     for (int width : {4, 8})
         for (uint32_t mis : {1u, 4u}) {
             Case c;
@@ -449,7 +517,8 @@ TEST_F(PagedDecodeTest, Bf16GqaOffAlignmentCache) {
 
 TEST_F(PagedDecodeTest, Fp8GqaMatchesReferenceInBothVariants) {
     uint32_t seed = 1100;
-    for (Kind kind : {Kind::kFp8Gqa, Kind::kFp8GqaMma, Kind::kFp8Persist, Kind::kFp8Bulk, Kind::kFp8PersistBulk})
+    for (Kind kind : {Kind::kFp8Gqa, Kind::kFp8GqaMma, Kind::kFp8Persist, Kind::kFp8Bulk, Kind::kFp8PersistBulk,
+                      Kind::kFp8Tma, Kind::kFp8PersistTma})
     for (int width : {4, 8})
         for (uint32_t bs : {1u, 16u, 64u})
             for (uint64_t pad : {uint64_t{0}, uint64_t{8}, uint64_t{5}}) {
@@ -470,7 +539,8 @@ TEST_F(PagedDecodeTest, Fp8GqaMatchesReferenceInBothVariants) {
 
 TEST_F(PagedDecodeTest, Fp8GqaInterleavedAndOffAlignmentCache) {
     uint32_t seed = 1200;
-    for (Kind kind : {Kind::kFp8Gqa, Kind::kFp8GqaMma, Kind::kFp8Persist, Kind::kFp8Bulk, Kind::kFp8PersistBulk})
+    for (Kind kind : {Kind::kFp8Gqa, Kind::kFp8GqaMma, Kind::kFp8Persist, Kind::kFp8Bulk, Kind::kFp8PersistBulk,
+                      Kind::kFp8Tma, Kind::kFp8PersistTma})
     for (int width : {4, 8})
         for (uint32_t mis : {0u, 3u}) {
             Case c;
@@ -494,7 +564,8 @@ TEST_F(PagedDecodeTest, LongSequenceOf32768Positions) {
     int i = 0;
     for (Kind kind : {Kind::kBf16, Kind::kFp8, Kind::kBf16Gqa, Kind::kFp8Gqa, Kind::kBf16GqaMma, Kind::kFp8GqaMma,
                       Kind::kBf16Persist, Kind::kFp8Persist, Kind::kBf16Bulk, Kind::kFp8Bulk, Kind::kBf16PersistBulk,
-                      Kind::kFp8PersistBulk}) {
+                      Kind::kFp8PersistBulk, Kind::kBf16Tma, Kind::kFp8Tma, Kind::kBf16PersistTma,
+                      Kind::kFp8PersistTma}) {
         Case c;
         const bool packed = is_packed(kind);
         c.num_kv_heads = 1;
@@ -523,7 +594,8 @@ TEST_F(PagedDecodeTest, LargeScoresNeedTheRunningMax) {
     uint32_t seed = 1400;
     for (Kind kind : {Kind::kBf16, Kind::kFp8, Kind::kBf16Gqa, Kind::kFp8Gqa, Kind::kBf16GqaMma, Kind::kFp8GqaMma,
                       Kind::kBf16Persist, Kind::kFp8Persist, Kind::kBf16Bulk, Kind::kFp8Bulk, Kind::kBf16PersistBulk,
-                      Kind::kFp8PersistBulk}) {
+                      Kind::kFp8PersistBulk, Kind::kBf16Tma, Kind::kFp8Tma, Kind::kBf16PersistTma,
+                      Kind::kFp8PersistTma}) {
         for (int width : {4, 8}) {
             Case c;
             const bool packed = is_packed(kind);

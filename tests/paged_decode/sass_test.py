@@ -7,9 +7,10 @@ read from every sm_90 cubin the build makes (both variants).
 - the fp8 `*_mma` kernels convert E4M3 with the packed cvt
   (F2FP.F16.E4M3.UNPACK_B, two values an instruction), in their loops;
 - no decode kernel touches local memory (LDL/STL: spills);
-- the copy-engine kernels (`*_gqa_bulk`, sm_90a cubins: their sm_90 code
-  is a trap) issue cp.async.bulk (UBLKCP) and mbarrier operations (SYNCS)
-  in their producer warp's loop, and their consumers' loop reads the ring
+- the copy-engine kernels (`*_gqa_bulk`, `*_gqa_tma`, sm_90a cubins: their
+  sm_90 code is a trap) issue cp.async.bulk (UBLKCP; the _tma ones
+  cp.async.bulk.tensor, UTMALDG, and no row copies) and mbarrier operations
+  (SYNCS) in their producer warp's loops, and their consumers' loop reads the ring
   with LDS.128 and runs HMMA, no per-element FFMA, no global cache loads,
   and (fp8) the packed E4M3 cvt.
 
@@ -113,17 +114,22 @@ class DecodeSass(unittest.TestCase):
 
     def bulk_loops(self, ins):
         loops = [sass_count.summary(ins, lo, hi) for lo, hi in sass_count.loops(ins)]
-        producer = [s for s in loops if s["bulk_copies"] > 0]
+        producer = [s for s in loops if s["bulk_copies"] > 0 or s["tensor_copies"] > 0]
         ring = [s for s in loops if s["ring_bytes"] >= 16 and s["hmma"] > 0]
         return producer, ring
 
     def test_bulk_kernels_copy_by_the_engine_and_compute_from_the_ring(self):
         seen = 0
-        for cubin, name, ins in self.each(lambda n: n.endswith("_gqa_bulk"), self.funcs_90a):
+        for cubin, name, ins in self.each(lambda n: n.endswith(("_gqa_bulk", "_gqa_tma")), self.funcs_90a):
             seen += 1
             producer, ring = self.bulk_loops(ins)
-            self.assertEqual(len(producer), 1, "%s %s: want one producer loop with UBLKCP" % (cubin, name))
-            self.assertGreater(producer[0]["mbarrier_ops"], 0, "%s %s: producer loop without mbarrier ops" % (cubin, name))
+            kind = "tensor_copies" if name.endswith("_tma") else "bulk_copies"
+            self.assertTrue(producer, "%s %s: no producer loop with UBLKCP or UTMALDG" % (cubin, name))
+            for s in producer:
+                self.assertGreater(s[kind], 0, "%s %s: producer loop without %s" % (cubin, name, kind))
+                self.assertGreater(s["mbarrier_ops"], 0, "%s %s: producer loop without mbarrier ops" % (cubin, name))
+            if name.endswith("_tma"):
+                self.assertTrue(all(s["bulk_copies"] == 0 for s in producer), "%s %s: row copies" % (cubin, name))
             self.assertEqual(len(ring), 1, "%s %s: want one consumer loop over the ring" % (cubin, name))
             r = ring[0]
             self.assertGreaterEqual(r["ring_bytes"], 128, "%s %s: the ring loop reads too little" % (cubin, name))
@@ -132,7 +138,7 @@ class DecodeSass(unittest.TestCase):
             self.assertLess(r["ffma"], 8, "%s %s: per-element FFMA in the ring loop" % (cubin, name))
             if "fp8" in name:
                 self.assertGreater(r["fp8_packed_cvt"], 0, "%s %s: no packed E4M3 cvt in the ring loop" % (cubin, name))
-        self.assertEqual(seen, 4 * len(self.funcs_90a), "want 4 *_gqa_bulk kernels per sm_90a cubin")
+        self.assertEqual(seen, 8 * len(self.funcs_90a), "want 4 *_gqa_bulk and 4 *_gqa_tma kernels per sm_90a cubin")
 
 
 if __name__ == "__main__":
