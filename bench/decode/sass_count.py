@@ -102,6 +102,30 @@ def loops(ins):
             if not any((a, b) != (lo, hi) and lo <= a and b <= hi for a, b in out)]
 
 
+def backward_ranges(ins):
+    """(start, end) of every backward branch's range."""
+    out = []
+    for addr, text in ins:
+        m = re.search(r'\bBRA\s+(?:`\()?(0x[0-9a-f]+)', text)
+        if m and 'BRA.DIV' not in text:
+            target = int(m.group(1), 16)
+            if target <= addr:
+                out.append((target, addr))
+    return out
+
+
+def copy_loops(ins):
+    """The producer loops of the copy-engine kernels: the smallest backward
+    ranges that hold a bulk or tensor copy (UBLKCP, UTMALDG). Not innermost
+    loops: a producer warp's skip of another producer's tile is a shorter
+    backward branch to the same loop head."""
+    def copies(lo, hi):
+        return any(lo <= a <= hi and opcode(t).startswith(('UBLKCP', 'UTMALDG')) for a, t in ins)
+    with_copies = [r for r in set(backward_ranges(ins)) if copies(*r)]
+    return sorted(r for r in with_copies
+                  if not any(o != r and r[0] <= o[0] and o[1] <= r[1] for o in with_copies))
+
+
 def summary(ins, lo, hi):
     body = [(a, t) for a, t in ins if lo <= a <= hi]
     hist = collections.Counter(opcode(t) for _, t in body)
@@ -137,13 +161,15 @@ def main(argv):
         whole = summary(ins, 0, 1 << 40)
         print(f'{name}: {whole["instructions"]} instructions, {whole["hmma"]} HMMA, '
               f'{whole["fp8_packed_cvt"]} packed fp8 cvt, {whole["local"]} LDL/STL')
+        for lo, hi in copy_loops(ins):
+            s = summary(ins, lo, hi)
+            print(f'  producer loop {lo:#x}-{hi:#x}: {s["instructions"]} instructions, {s["bulk_copies"]} '
+                  f'cp.async.bulk (UBLKCP, one cache row a lane), {s["tensor_copies"]} cp.async.bulk.tensor '
+                  f'(UTMALDG, a box of 16 rows), {s["mbarrier_ops"]} mbarrier ops')
         for lo, hi in loops(ins):
             s = summary(ins, lo, hi)
             if s['bulk_copies'] > 0 or s['tensor_copies'] > 0:
-                print(f'  producer loop {lo:#x}-{hi:#x}: {s["instructions"]} instructions, {s["bulk_copies"]} '
-                      f'cp.async.bulk (UBLKCP, one cache row a lane), {s["tensor_copies"]} cp.async.bulk.tensor '
-                      f'(UTMALDG, a box of 16 rows), {s["mbarrier_ops"]} mbarrier ops')
-                continue
+                continue  # listed above
             if s['ring_bytes'] >= 16 and s['hmma'] > 0:
                 print(f'  ring loop {lo:#x}-{hi:#x}: {s["instructions"]} instructions, {s["ring_bytes"]} bytes of '
                       f'cache read from the shared-memory ring per thread, '

@@ -5,19 +5,22 @@
  * with the cache tiles brought into shared memory by the bulk copy engine
  * instead of through the tensor-core warps' registers.
  *
- * BLOCK: 9 warps (288 threads). Warps 0-7 (threads 0-255) are the consumers:
+ * BLOCK: 12 warps (384 threads). Warps 0-7 (threads 0-255) are the consumers:
  * the _mma core's warps, each with its own online softmax over the tiles
  * given to it, merged through shared memory at the end of a piece of work
  * (named barrier 1 of 256 threads; the block-wide barrier is never used
- * after the start). Warp 8 is the producer: it walks the same pieces and
- * tiles, looks the cache blocks up in the block table and issues, per tile
- * of 16 positions, one cp.async.bulk per cache row (lane i: K row i for
- * i < 16, V row i - 16; head dim 128: 256 bytes bf16, 128 bytes fp8),
- * completing on the tile's `full` mbarrier, whose phase expects the bytes
- * of the rows it copies (arrive.expect_tx). Positions outside the window
- * are not copied: the producer writes their rows as zeros (a NaN in an
+ * after the start). Warps 8-11 are the producers: each walks the same
+ * pieces and tiles, looks the cache blocks up in the block table and
+ * issues every fourth tile of 16 positions (three warps share a
+ * sub-partition's registers either way, so 9 or 12 warps both leave 168
+ * a thread): one cp.async.bulk per cache row (lane i: K row i for i < 16,
+ * V row i - 16; head dim 128: 256 bytes bf16, 128 bytes fp8), completing
+ * on the tile's `full` mbarrier, whose phase expects the bytes of the rows
+ * it copies (arrive.expect_tx); or, for the _tma launchers, the tile's
+ * tensor-map boxes from lane 0. Positions outside the window are not
+ * copied as rows: the producer writes their rows as zeros (a NaN in an
  * unattended V row would reach the accumulators through 0 * NaN) and
- * fences them to the async proxy.
+ * fences them to the async proxy; boxes copy them and the consumers mask.
  *
  * WHY A ROW A COPY: kernel-contract.md lays a block out [block_size,
  * num_kv_heads, head_dim], so one KV head's rows of a cache block are
@@ -76,7 +79,8 @@
 #include "paged_decode_persist.cuh"
 #include "../common/kl_ptx_sm90.cuh"
 
-#define PAGED_DECODE__BULK_THREADS 288 /* 8 consumer warps and the producer */
+#define PAGED_DECODE__BULK_PRODUCERS 4 /* producer warps: 8 .. 11 */
+#define PAGED_DECODE__BULK_THREADS 384 /* 8 consumer warps and the producers */
 #define PAGED_DECODE__BULK_MERGE_BAR 1u /* the consumers' named barrier */
 
 /* The ring of one cache type (FP8: 1-byte elements) and copy kind: rows
@@ -226,7 +230,10 @@ struct paged_decode__bulk_sched_persist {
  * consecutive slots). */
 enum class paged_decode__bulk_copy { kRows, kRegisters, kBoxes };
 
-/* Warp 8: every piece's tiles into the ring, in stream order. k_cache /
+/* Producer warp 8 + j (j < PAGED_DECODE__BULK_PRODUCERS): the tiles k = j
+ * (mod PRODUCERS) of every piece into the ring, in stream order (each
+ * producer walks every tile, for the page walk and the table chunks, and
+ * issues its own). k_cache /
  * v_cache: the caches (byte pointers to element 0; kRows, kRegisters);
  * k_map / v_map: their tensor maps (kBoxes: the 4-D view (d, kv head,
  * slot, block)); block_stride in elements; PAGE16: block_size % 16 == 0,
@@ -247,7 +254,9 @@ static __device__ __forceinline__ void paged_decode__bulk_produce_path(
     constexpr bool ENGINE = MODE != paged_decode__bulk_copy::kRegisters;
     static_assert(!TMAP || PAGE16, "a box is 16 slots of one cache block");
     using R = paged_decode__bulk_ring<FP8, TMAP>;
+    static_assert(R::NSLOT % PAGED_DECODE__BULK_PRODUCERS == 0u, "a slot is always refilled by one producer");
     const uint32_t lane = threadIdx.x & 31u, r = lane & 15u, is_v = lane >> 4;
+    const uint32_t pw = (threadIdx.x >> 5) - 8u; /* this producer: 0 .. PRODUCERS - 1 */
     const uint64_t row_bytes = (uint64_t)num_kv_heads * 128u * R::ES; /* between slots of a cache block */
     const uint64_t block_bytes = block_stride * R::ES;
     paged_decode__bulk_piece p;
@@ -277,6 +286,7 @@ static __device__ __forceinline__ void paged_decode__bulk_produce_path(
         const uint32_t dst_row = (is_v * 16u + r) * R::RS;
         for (uint32_t i = 0; i < p.ntiles; ++i) {
             const uint64_t k = p.k0 + i;
+            const bool mine = (uint32_t)(k % PAGED_DECODE__BULK_PRODUCERS) == pw; /* warp-uniform */
             const uint32_t slot = (uint32_t)(k % R::NSLOT);
             const uint32_t full = bars + 8u * slot, empty = bars + 8u * (R::NSLOT + slot);
             const uint32_t p0 = (p.t0 + i) * 16u, pos = p0 + r;
@@ -284,7 +294,7 @@ static __device__ __forceinline__ void paged_decode__bulk_produce_path(
             const bool valid = interior || (pos >= p.pb && pos < p.pe);
             /* The tile's first page, then its rows' entries (at most 16
              * pages past it: within the 64 held once it is in cur). */
-            uint32_t pg, in_page, tile_slot = 0u;
+            uint32_t pg = 0u, in_page = 0u, tile_slot = 0u;
             if constexpr (PAGE16) {
                 pg = tpage;
                 tile_slot = tslot;
@@ -294,12 +304,15 @@ static __device__ __forceinline__ void paged_decode__bulk_produce_path(
                     tslot = 0u;
                     tpage += 1u;
                 }
-            } else {
+            }
+            if (!mine) continue;
+            if constexpr (!PAGE16) {
                 pg = valid ? pos / block_size : cbase;
                 in_page = pos - pg * block_size;
             }
+            /* At most 16 pages a tile: PRODUCERS tiles move it at most 64 pages on. */
             const uint32_t pf = PAGE16 ? pg : (p0 > p.pb ? p0 : p.pb) / block_size;
-            if (pf >= cbase + 32u) {
+            while (pf >= cbase + 32u) {
                 cur = nxt;
                 cbase += 32u;
                 nxt = chunk(cbase + 32u);

@@ -55,7 +55,7 @@
  *   at the SM's 16.1 bytes a cycle a tile is due every 508 (bf16) / 254
  *     (fp8) cycles: the copy engine must start one row copy every 15.9 /
  *     7.9 cycles an SM (the prediction's risk: docs/PERFORMANCE.md).
- * Registers: __launch_bounds__(288, 1) gives at most 168 a thread (9
+ * Registers: __launch_bounds__(384, 1) gives at most 168 a thread (12
  * warps: three of them share one sub-partition's 16384 registers); the
  * consumers need one register tile, not the _mma cores' 2-3 (ptxas -v in
  * docs/PERFORMANCE.md; no spills: sass_test). Shared memory (dynamic, the
@@ -240,7 +240,7 @@ static __device__ __forceinline__ void paged_decode__bulk_seed(
     const uint32_t kvh = blockIdx.x, s = blockIdx.y;
     paged_decode__bulk_sched_seed sched{s, kvh, 0u, max_blocks_per_seq, block_size, sliding_window, seq_lens};
     paged_decode__bulk_init<FP8>(at.bars);
-    if ((threadIdx.x >> 5) == 8u) {
+    if ((threadIdx.x >> 5) >= 8u) {
         if (TMAP) {
             kl__prefetch_tensormap(k_map);
             kl__prefetch_tensormap(v_map);
@@ -287,7 +287,7 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
      * (max_blocks_per_seq * block_size positions, clipped to the window). */
     int32_t cur = 0, nxt = 0;
     uint32_t spec_seq = 0xffffffffu, spec_page = 0u;
-    if (warp == 8u) {
+    if (warp >= 8u) {
         const uint64_t cap = (uint64_t)max_blocks_per_seq * block_size;
         const uint64_t gb = sliding_window != 0u && cap > sliding_window ? cap - sliding_window : 0u;
         const uint64_t gt = cap > gb ? (cap - 1u) / 16u - gb / 16u + 1u : 1u; /* tiles per unit */
@@ -320,7 +320,7 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
                                            sliding_window, seq_lens};
     __syncthreads(); /* everyone has read the plan (its words are reused for the flag) */
 
-    if (warp == 8u) {
+    if (warp >= 8u) {
         if (TMAP) {
             kl__prefetch_tensormap(k_map);
             kl__prefetch_tensormap(v_map);

@@ -286,7 +286,7 @@ TEST_P(BulkEmulatedTest, PersistentLongSequenceCutIntoManyBlocks) {
 
 // Counters return to zero and a second launch reproduces the first bit for
 // bit; caches off alignment (the register path) in the persistent kernel;
-// more sequences than a block scans at once (288).
+// more sequences than a block scans at once (384).
 TEST_P(BulkEmulatedTest, PersistentCountersAlignmentAndManySequences) {
     uint32_t seed = 9400 + width();
     for (bool fp8 : {false, true}) {
@@ -305,7 +305,7 @@ TEST_P(BulkEmulatedTest, PersistentCountersAlignmentAndManySequences) {
     c.num_kv_heads = 1;
     c.num_q_heads = width();
     std::mt19937 gen(9500 + width());
-    for (int i = 0; i < 300; i++) c.seq_lens.push_back(static_cast<int32_t>(gen() % 20u));
+    for (int i = 0; i < 400; i++) c.seq_lens.push_back(static_cast<int32_t>(gen() % 20u));
     c.seed = seed++;
     run_case(width() == 8, c, 5);
 }

@@ -4,7 +4,7 @@
 // _mma, _bulk and _tma alike, which no other test checks; and
 // kl_paged_decode_gqa_pick. For both variants' constants:
 // - each bulk launcher launches what its _mma twin launches (grid, the
-//   packed argument bytes), with block 288, the spec's dynamic shared
+//   packed argument bytes), with block 384, the spec's dynamic shared
 //   memory (ring + mbarriers + merge scratch + schedule), and, for the
 //   persistent ones, the programmatic-dependent-launch attribute;
 // - kl_X_get refuses an image of another target (sm_90a machine code only)
@@ -229,7 +229,7 @@ class BulkLaunchTest : public ::testing::TestWithParam<int> {
     bool loaded_ = false;
 };
 
-TEST_P(BulkLaunchTest, LaunchesWhatItsMmaTwinLaunchesWith288ThreadsAndTheRing) {
+TEST_P(BulkLaunchTest, LaunchesWhatItsMmaTwinLaunchesWith384ThreadsAndTheRing) {
     for (int k = 0; k < 4; k++) {
         SCOPED_TRACE(kMma[k]);
         kl_record_backend_clear(&rb_);
@@ -240,7 +240,7 @@ TEST_P(BulkLaunchTest, LaunchesWhatItsMmaTwinLaunchesWith288ThreadsAndTheRing) {
         const kl_record &mma = records_[0], &bulk = records_[1];
         EXPECT_EQ(std::string(bulk.entry), std::string(kMma[k]).replace(std::string(kMma[k]).size() - 3, 3, "bulk"));
         for (int i = 0; i < 3; i++) EXPECT_EQ(bulk.grid[i], mma.grid[i]);
-        EXPECT_EQ(bulk.block[0], 288u);
+        EXPECT_EQ(bulk.block[0], 384u);
         EXPECT_EQ(bulk.block[1], 1u);
         EXPECT_EQ(bulk.block[2], 1u);
         EXPECT_EQ(bulk.shared_bytes, bulk_shared(k));
@@ -371,7 +371,7 @@ TEST_P(BulkLaunchTest, TensorMapTwinsPackTheirMapsAndRefuseWhatTheyCannotCopy) {
         const kl_record &mma = records_[0], &tma = records_[1];
         EXPECT_EQ(std::string(tma.entry), std::string(kMma[k]).replace(std::string(kMma[k]).size() - 3, 3, "tma"));
         for (int i = 0; i < 3; i++) EXPECT_EQ(tma.grid[i], mma.grid[i]);
-        EXPECT_EQ(tma.block[0], 288u);
+        EXPECT_EQ(tma.block[0], 384u);
         EXPECT_EQ(tma.shared_bytes, tma_shared(k));
         EXPECT_EQ(tma.attribute_flags, k >= 2 ? KL_LAUNCH_PROGRAMMATIC_SERIALIZATION : 0u);
         // q at 0, the maps by value at the next 128-byte offsets, then output.

@@ -114,7 +114,7 @@ class DecodeSass(unittest.TestCase):
 
     def bulk_loops(self, ins):
         loops = [sass_count.summary(ins, lo, hi) for lo, hi in sass_count.loops(ins)]
-        producer = [s for s in loops if s["bulk_copies"] > 0 or s["tensor_copies"] > 0]
+        producer = [sass_count.summary(ins, lo, hi) for lo, hi in sass_count.copy_loops(ins)]
         ring = [s for s in loops if s["ring_bytes"] >= 16 and s["hmma"] > 0]
         return producer, ring
 
