@@ -821,7 +821,7 @@ int main(int argc, char **argv) {
             }, g_mma_stream) / kB2b;
         check_persist_counters(p, (k + " (back to back)").c_str());
         const kl_paged_decode_gqa_path pick =
-            kl_paged_decode_gqa_pick(s.num_seqs, kNkv, s.seq_len, s.window, kBs, sms, true, maps, true);
+            kl_paged_decode_gqa_pick(s.num_seqs, kNkv, s.seq_len, s.window, kBs, sms, true, true, true);
         std::printf("  %s persistent: rule %u blocks %.3f of copy, best %u blocks %.3f (the rule %.3f of the best); "
                     "over the _mma dispatch %.3fx; %d back to back: %.1f us a launch (%.3f of copy; persistent _mma "
                     "%.1f us, %.3f); kl_paged_decode_gqa_pick: %d\n",

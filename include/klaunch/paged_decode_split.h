@@ -49,7 +49,7 @@
  *
  * CHOOSING A LAUNCHER (kl_paged_decode_gqa_pick)
  *   From the shape, whether the copy-engine (*_gqa_bulk, *_gqa_tma; sm_90a)
- *   launchers load, whether the caches' tensor maps encode, and whether
+ *   launchers load, whether the caches are 16-byte aligned, and whether
  *   the caller keeps the persistent launchers' workspace and counters; the
  *   function's comment says why, from counts.
  *
@@ -272,19 +272,24 @@ static inline uint32_t kl_paged_decode_persist_ctas(uint32_t num_seqs, uint32_t 
  *                                     kl_paged_decode_persist_ctas
  * have_bulk: the copy-engine launchers load (kl_X_get of a *_gqa_bulk or
  * *_gqa_tma launcher returned KL_SUCCESS: an sm_90a image on an
- * H100/H200; KL_ERROR_UNSUPPORTED elsewhere). maps_ok: the caches' tensor
- * maps encode (kl_..._gqa_tma_k_map_encode and _v_map_encode returned
- * KL_SUCCESS: caches and strides 16-byte aligned). persistent_ok: the
- * caller keeps the persistent launchers' workspace and zeroed counters
- * (above); without them the seed-grid or split launchers.
+ * H100/H200; KL_ERROR_UNSUPPORTED elsewhere). aligned: both cache pointers
+ * and the block stride's bytes (bf16: always; fp8: cache_stride) are
+ * multiples of 16, as cudaMalloc'd caches are: the _tma builders encode
+ * their maps (kl_..._gqa_tma_k_map_encode returns KL_SUCCESS) and the
+ * _bulk launchers copy rows by the engine. persistent_ok: the caller
+ * keeps the persistent launchers' workspace and zeroed counters (above);
+ * without them the seed-grid or split launchers.
  *
  * The rule, and why (counts: docs/PERFORMANCE.md, "Decode past the scalar
  * limit"; H200: 132 SMs, copy ~4.2 TB/s = 16.1 bytes a cycle an SM):
- *   have_bulk, maps_ok, block_size % 16 == 0 -> TMA_PERSIST (TMA_SEED
+ *   have_bulk, aligned, block_size % 16 == 0 -> TMA_PERSIST (TMA_SEED
  *     without persistent_ok);
- *   have_bulk otherwise -> BULK_PERSIST (BULK_SEED);
+ *   have_bulk, aligned, other block sizes -> BULK_PERSIST (BULK_SEED);
  *   else persistent_ok and kl_paged_decode_num_splits(...) > 1 -> MMA_PERSIST;
  *   else that count > 1 -> MMA_SPLIT; else MMA_SEED.
+ *   (Caches off 16 bytes: the _bulk launchers would copy them through 4
+ *   producer warps' registers, element by element, where the _mma
+ *   launchers' general path loads them with all 8 warps.)
  * - Bytes in flight. An SM streams 16.1 bytes a cycle only with about
  *   latency x rate bytes outstanding (1-2 us under load: 32-64 KB). The
  *   _mma kernels hold them in the tensor-core warps' registers: at most 8
@@ -331,11 +336,12 @@ typedef enum kl_paged_decode_gqa_path {
 static inline kl_paged_decode_gqa_path kl_paged_decode_gqa_pick(uint32_t num_seqs, uint32_t num_kv_heads,
                                                                 uint32_t max_seq_len, uint32_t sliding_window,
                                                                 uint32_t block_size, uint32_t sm_count,
-                                                                bool have_bulk, bool maps_ok, bool persistent_ok) {
+                                                                bool have_bulk, bool aligned, bool persistent_ok) {
     uint32_t splits;
-    if (have_bulk && maps_ok && block_size != 0u && block_size % 16u == 0u)
+    if (have_bulk && aligned && block_size != 0u && block_size % 16u == 0u)
         return persistent_ok ? KL_PAGED_DECODE_GQA_TMA_PERSIST : KL_PAGED_DECODE_GQA_TMA_SEED;
-    if (have_bulk) return persistent_ok ? KL_PAGED_DECODE_GQA_BULK_PERSIST : KL_PAGED_DECODE_GQA_BULK_SEED;
+    if (have_bulk && aligned && block_size != 0u)
+        return persistent_ok ? KL_PAGED_DECODE_GQA_BULK_PERSIST : KL_PAGED_DECODE_GQA_BULK_SEED;
     splits = kl_paged_decode_num_splits(num_seqs, num_kv_heads, max_seq_len, sliding_window, block_size, sm_count);
     if (splits <= 1u) return KL_PAGED_DECODE_GQA_MMA_SEED;
     return persistent_ok ? KL_PAGED_DECODE_GQA_MMA_PERSIST : KL_PAGED_DECODE_GQA_MMA_SPLIT;

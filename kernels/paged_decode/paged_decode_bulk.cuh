@@ -1,5 +1,5 @@
 /* paged_decode_bulk.cuh - the copy-engine core of the GQA-packed decode
- * launchers *_gqa_bulk (specs/paged_decode.yaml; kernels in
+ * launchers *_gqa_bulk and *_gqa_tma (specs/paged_decode.yaml; kernels in
  * paged_decode_bulk_gqa.cu, which says why and what it costs): the
  * function and the numerics of the tensor-core core (paged_decode_mma.cuh),
  * with the cache tiles brought into shared memory by the bulk copy engine
@@ -27,20 +27,24 @@
  * num_kv_heads * head_dim elements apart: contiguous per row, never per
  * block (only the whole block, every KV head, is one span). A row copy
  * serves every block size (1 included) and every stride whose rows are
- * 16-byte aligned.
+ * 16-byte aligned; a tensor map's box gathers a tile's 16 strided rows in
+ * one copy where a tile is 16 slots of one block (block_size % 16 == 0).
  *
- * RING: NSLOT tile slots (16 bf16, 32 fp8), each 16 K rows then 16 V rows,
- * rows RS = row bytes + 16 apart (272 / 144 bytes: the 16 bytes make the
- * consumers' 16-byte reads conflict-free, below). The block's tiles form
- * one stream, k = 0, 1, ... over all its pieces in order; tile k goes to
- * slot k % NSLOT and to consumer warp k % 8, so each warp owns NSLOT / 8
- * slots (2 bf16, 4 fp8): 16 x 8 KiB or 32 x 4 KiB = 128 KiB of cache in
- * flight per block, whatever the tensor-core warps' registers. Slot s has
- * two mbarriers: full (count 1: the producer's arrive.expect_tx; phase
- * k / NSLOT) and empty (count 1: lane 0 of the consuming warp once its
- * lanes have read the tile into registers, after __syncwarp); the producer
- * waits on empty with the opposite parity before it refills a slot (a
- * fresh barrier passes that wait at once).
+ * RING: NSLOT tile slots (16 bf16, 32 fp8), each 16 K rows then 16 V rows:
+ * for row copies rows RS = row bytes + 16 apart (272 / 144 bytes: the 16
+ * bytes make the consumers' 16-byte reads conflict-free, below), for the
+ * tensor maps boxes of 16 rows x 128 bytes in the 128-byte swizzle (bf16:
+ * dims 0-63 and 64-127 of K, then of V; fp8: K, then V). The block's tiles
+ * form one stream, k = 0, 1, ... over all its pieces in order; tile k goes
+ * to slot k % NSLOT, to consumer warp k % 8 and to producer warp 8 + k % 4,
+ * so each consumer warp owns NSLOT / 8 slots (2 bf16, 4 fp8): 16 x 8 KiB or
+ * 32 x 4 KiB = 128 KiB of cache in flight per block, whatever the
+ * tensor-core warps' registers. Slot s has two mbarriers: full (count 1:
+ * the producer's arrive.expect_tx; phase k / NSLOT) and empty (count 1:
+ * lane 0 of the consuming warp once its lanes have read the tile into
+ * registers, after __syncwarp); the producer waits on empty with the
+ * opposite parity before it refills a slot (a fresh barrier passes that
+ * wait at once).
  *
  * CONSUMER READS (ld.shared.v4, a quarter-warp of 8 lanes a wavefront):
  * lane (g, t) reads K rows g, g + 8 and V rows 2t, 2t + 1, 2t + 8, 2t + 9
@@ -54,13 +58,19 @@
  *   fp8 K: chunks 2t + c, c = 0, 1 (dims 32t + i); V: chunk g (dims 16g +
  *     i): the _mma core's own dims.
  * Q is read with the same dims (paged_decode__bulk_dims), the output
- * written back where V's came from.
+ * written back where V's came from. In a box (128-byte rows) chunk c of row
+ * r sits at c ^ (r % 8): the same lanes' groups are (2t ^ g) ^ (c & 1) for
+ * K and (g ^ 2t) ^ (row & 1) for V, again 8 distinct ones.
  *
- * PATHS. Rows 16-byte aligned (both cache pointers, block_stride's bytes:
- * cudaMalloc'd caches; fp8 cache_stride % 16 == 0): the copy engine. Else
- * the producer's lanes copy their rows through registers (element loads,
- * st.shared.v4) and lane 0 arrives on `full` without transaction bytes;
- * same results, slower.
+ * PATHS. Tensor maps (_tma launchers: block_size % 16 == 0, caches and
+ * strides 16-byte aligned, as the builders require): a tile's 16 rows are
+ * one box per 128 bytes of row, rows outside the window included (the
+ * consumers zero their V words in registers). Row copies (_bulk): rows
+ * 16-byte aligned (both cache pointers, block_stride's bytes:
+ * cudaMalloc'd caches; fp8 cache_stride % 16 == 0) by the copy engine,
+ * else through the producers' registers (element loads, st.shared.v4) and
+ * lane 0 arrives on `full` without transaction bytes; same results,
+ * slower.
  *
  * TABLE. The producer holds 64 block-table entries of the piece in two
  * registers a lane (entries cbase + lane and cbase + 32 + lane), looked up

@@ -12,65 +12,65 @@
  */
 #include "klaunch/paged_decode.cuh"
 
-/* paged_decode_attn_bf16_gqa_bulk, paged_decode_attn_fp8_gqa_bulk,
- * paged_decode_persist_bf16_gqa_bulk, paged_decode_persist_fp8_gqa_bulk
+/* paged_decode_{attn,persist}_{bf16,fp8}_gqa_bulk (row copies) and
+ * paged_decode_{attn,persist}_{bf16,fp8}_gqa_tma (tensor-map boxes)
  * (specs/paged_decode.yaml; not in the seed; sm_90a machine code only)
  *
  * The functions and numerics of paged_decode_attn_{bf16,fp8}_gqa_mma
  * (kernel-contract.md, kernels 11 and 12, on tensor cores:
  * paged_decode_mma.cuh) and of the persistent paged_decode_persist_*_gqa_mma
  * (same schedule, workspace records and counters), with the cache tiles
- * brought into a shared-memory ring by the bulk copy engine (cp.async.bulk,
- * one copy per cache row, completing on mbarriers) from a producer warp:
- * paged_decode_bulk.cuh says how.
+ * brought into a shared-memory ring by the bulk copy engine from producer
+ * warps, completing on mbarriers: paged_decode_bulk.cuh says how.
  *
  * WHY (H200 figures of docs/PERFORMANCE.md; copy 4.19-4.23 TB/s, 132 SMs,
- * ~1.98 GHz: 16.0-16.2 bytes a cycle an SM). The _mma kernels keep every
- * byte in flight in the tensor-core warps' registers: one 8-warp block an
- * SM at 233-255 registers, 8 warps x 1 (bf16, 8 KiB) or 2 (fp8, 4 KiB)
- * tiles arriving while one is computed, and a warp issues its next loads
- * only between computing tiles. Measured: bf16 32 x 4096 0.969 of copy
- * (0.954x SDPA), fp8 0.775 of copy in fp8 bytes (1.60x bf16 tokens/s;
- * ncu: DRAM 64-68%, 35% of stalls on global-load scoreboards, a 4th
- * register tile did not help), 1 x 32768 0.725 (persistent). Here the
- * consumers' registers hold one tile being computed; the bytes in flight
- * are the ring's: 16 x 8 KiB (bf16) or 32 x 4 KiB (fp8) = 128 KiB per SM,
- * issued by one warp as soon as a slot frees, so they no longer depend on
- * when the tensor-core warps get to their loads.
+ * ~1.98 GHz: 16.1 bytes a cycle an SM). The _mma kernels keep every byte
+ * in flight in the tensor-core warps' registers: one 8-warp block an SM at
+ * 233-255 registers, 8 warps x 1 (bf16, 8 KiB) or 2 (fp8, 4 KiB) tiles
+ * arriving while one is computed, and a warp issues its next loads only
+ * between computing tiles. Measured: bf16 32 x 4096 0.969 of copy (0.954x
+ * SDPA), fp8 0.775 of copy in fp8 bytes (1.60x bf16 tokens/s; ncu: DRAM
+ * 64-68%, 35% of stalls on global-load scoreboards, a 4th register tile
+ * did not help), 1 x 32768 0.725 (persistent). Here the consumers'
+ * registers hold the one tile being computed; the bytes in flight are the
+ * ring's, 16 x 8 KiB (bf16) or 32 x 4 KiB (fp8) = 128 KiB per SM, refilled
+ * as soon as a consumer releases a slot.
  *
  * COUNTS per tile of 16 positions x 1 KV head (head dim 128, NH <= 8
- * query heads of the group):
- *   bytes: K + V 8192 (bf16) / 4096 (fp8) read once, from DRAM;
- *   FLOPs: 2 x 16 x 128 x NH x 2 = 8192 NH (S and P V), 32768 at NH 4:
- *     0.5 NH FLOP a bf16 byte, NH an fp8 byte (memory-bound by far); one
- *     warp issues 16 HMMA m16n8k16 for S (2 n-tiles x 8 k-steps) and 8
- *     (fp8) or 16 (bf16: p = hi + lo) for P V;
- *   consumer instructions (SASS, bench/decode/sass_count.py --bulk, in
- *     docs/PERFORMANCE.md): the loop reads 16 (bf16) / 8 (fp8)
- *     ld.shared.v4 per lane instead of the _mma core's 16 / 8 ld.global
- *     plus their 64-bit addresses and table walk; fp8 converts 64 E4M3
- *     pairs a lane (cvt.rn.f16x2.e4m3x2, F2FP...UNPACK_B);
- *   producer: 32 cp.async.bulk (one warp instruction), 2 shuffles, an
- *     mbarrier wait and an arrive.expect_tx a tile;
- *   at the SM's 16.1 bytes a cycle a tile is due every 508 (bf16) / 254
- *     (fp8) cycles: the copy engine must start one row copy every 15.9 /
- *     7.9 cycles an SM (the prediction's risk: docs/PERFORMANCE.md).
+ * query heads of the group; SASS of the sm_90a cubin, nvcc 13.0,
+ * bench/decode/sass_count.py; docs/PERFORMANCE.md has the table):
+ *   bytes: K + V 8192 (bf16) / 4096 (fp8), read once, from DRAM; due every
+ *     508 / 254 cycles an SM at copy speed;
+ *   FLOPs: 2 x 16 x 128 x NH x 2 = 8192 NH (S and P V): 0.5 NH a bf16
+ *     byte, NH an fp8 byte (memory-bound by far); a consumer warp issues
+ *     16 HMMA m16n8k16 for S and 8 (fp8) or 16 (bf16: p = hi + lo) for P V;
+ *   consumer loop: 16 (bf16) / 8 (fp8) ld.shared.v4 a lane, 290-350 (bf16)
+ *     / 335-375 (fp8) instructions: 1.1-1.4 / 2.6-2.9 thread instructions a
+ *     cache byte against the 7.8 an SM can issue while memory keeps up;
+ *     fp8 converts with 64 packed cvt a lane (F2FP.F16.E4M3.UNPACK_B);
+ *   producer, rows (_bulk): 32 cp.async.bulk, one a lane, which ptxas
+ *     issues one at a time through the uniform datapath (an ELECT / R2UR /
+ *     UBLKCP loop of ~8 instructions an iteration): ~120-165 + 256
+ *     instructions a tile, 32 copy-engine requests of 256 / 128 bytes;
+ *   producer, boxes (_tma): 4 (bf16) / 2 (fp8) cp.async.bulk.tensor from
+ *     lane 0, ~95-120 instructions a tile, 4 / 2 requests of 2 KiB;
+ *   four producer warps take every fourth tile each, so a producer has
+ *   2032 (bf16) / 1016 (fp8) cycles for its tile.
  * Registers: __launch_bounds__(384, 1) gives at most 168 a thread (12
- * warps: three of them share one sub-partition's 16384 registers); the
- * consumers need one register tile, not the _mma cores' 2-3 (ptxas -v in
- * docs/PERFORMANCE.md; no spills: sass_test). Shared memory (dynamic, the
- * spec's shared_bytes): ring 139264 (bf16: 16 slots x 32 rows x 272 bytes)
- * / 147456 (fp8: 32 x 32 x 144), 2 mbarriers a slot, the merge scratch
- * 4160 bytes a query head (8 warps x (128 + 2) floats), 512 bytes of
- * schedule: 156672 / 173312 bytes (bf16, 4 / 8 heads), 165120 / 181760
- * (fp8): one block an SM.
+ * warps: three share a sub-partition's 16384); ptxas -v: 123-168, no
+ * spills (sass_test). Shared memory (dynamic, the spec's shared_bytes): a
+ * ring of 16 (bf16) / 32 (fp8) slots, rows: 32 rows x 272 / 144 bytes
+ * (139264 / 147456), boxes: 8 / 4 KiB (131072, 1024-byte aligned, 1 KiB
+ * of slack); 2 mbarriers a slot; the merge scratch, 4160 bytes a query
+ * head (8 warps x (128 + 2) floats); 512 bytes of schedule. One block an
+ * SM.
  *
- * PERSISTENT (paged_decode_persist_*_gqa_bulk): the schedule of
+ * PERSISTENT (paged_decode_persist_*_gqa_{bulk,tma}): the schedule of
  * paged_decode_persist_gqa_mma.cu (block b takes tiles [floor(b T / nt),
  * floor((b + 1) T / nt)) of all units; whole units to the output, cut
  * units as records merged by the last arrival), with three changes for the
  * 1 x 32768 shape's ~11.5 us of latency chains (docs/PERFORMANCE.md):
- *   - the producer streams the block's tiles across its pieces (it starts
+ *   - the producers stream the block's tiles across its pieces (they start
  *     the next unit's tiles while the consumers merge the last), so a
  *     block ramps once, not once a piece;
  *   - launched as a programmatic dependent launch (the spec's

@@ -431,7 +431,7 @@ INSTANTIATE_TEST_SUITE_P(BothVariants, BulkLaunchTest, ::testing::Values(4, 8),
 
 constexpr uint32_t kH200 = 132;
 
-TEST(PagedDecodeGqaPick, TakesTheTensorMapLaunchersWhereTheirMapsEncode) {
+TEST(PagedDecodeGqaPick, TakesTheTensorMapLaunchersForAlignedCachesOfBlocksOf16) {
     for (uint32_t seqs : {1u, 32u, 1000u})
         for (uint32_t bs : {16u, 64u}) {
             EXPECT_EQ(kl_paged_decode_gqa_pick(seqs, 8, 32768 / seqs + 1, 0, bs, kH200, true, true, true),
@@ -441,15 +441,22 @@ TEST(PagedDecodeGqaPick, TakesTheTensorMapLaunchersWhereTheirMapsEncode) {
         }
 }
 
-TEST(PagedDecodeGqaPick, TakesTheRowCopyLaunchersWhereTheMapsDoNot) {
-    // Block sizes off 16 (a box is 16 slots of one block), or maps the builder refused.
+TEST(PagedDecodeGqaPick, TakesTheRowCopyLaunchersForOtherBlockSizes) {
+    // A box is 16 slots of one block: other block sizes copy rows.
     for (uint32_t bs : {1u, 8u, 24u}) {
         EXPECT_EQ(kl_paged_decode_gqa_pick(32, 8, 4096, 0, bs, kH200, true, true, true),
                   KL_PAGED_DECODE_GQA_BULK_PERSIST);
         EXPECT_EQ(kl_paged_decode_gqa_pick(32, 8, 4096, 0, bs, kH200, true, true, false), KL_PAGED_DECODE_GQA_BULK_SEED);
     }
-    EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, 16, kH200, true, false, true), KL_PAGED_DECODE_GQA_BULK_PERSIST);
-    EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, 16, kH200, true, false, false), KL_PAGED_DECODE_GQA_BULK_SEED);
+}
+
+TEST(PagedDecodeGqaPick, CachesOff16BytesTakeTheMmaLaunchers) {
+    for (uint32_t bs : {1u, 16u}) {
+        EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, bs, kH200, true, false, true),
+                  kl_paged_decode_gqa_pick(1, 8, 32768, 0, bs, kH200, false, false, true));
+        EXPECT_EQ(kl_paged_decode_gqa_pick(32, 8, 4096, 0, bs, kH200, true, false, false), KL_PAGED_DECODE_GQA_MMA_SEED);
+    }
+    EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, 16, kH200, true, false, true), KL_PAGED_DECODE_GQA_MMA_PERSIST);
 }
 
 TEST(PagedDecodeGqaPick, WithoutTheBulkLaunchersFollowsTheSplitRule) {
