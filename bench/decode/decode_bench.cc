@@ -539,52 +539,40 @@ void check_mma_matches_scalar(const Problem &p, const char *name) {
         die(std::string("the _mma kernel's output differs from the scalar one's (") + name + ")");
 }
 
-// The persistent launcher at `ctas` blocks gives the _mma seed-grid kernel's
-// output (set 0), and leaves its counters zero.
-void check_persist_matches_seed(const Problem &p, uint32_t ctas, const char *name) {
+// `launch` (on set 0, output and persistent workspace poisoned first) gives
+// the _mma seed-grid kernel's output, within 1e-2 and finite; `what` names it.
+void check_matches_mma_seed(const Problem &p, const char *name, const std::string &what,
+                            const std::function<void()> &launch) {
     launch_seed(p, 0, Impl::kMma);
     ok(kl_cuda_synchronize(&g_cuda), "the _mma seed-grid kernel");
     const std::vector<float> a = download_out(p);
     ok(kl_cuda_memset_d8(&g_cuda, p.out.p, 0xFF, p.out.bytes), "poisoning the output");
     ok(kl_cuda_memset_d8(&g_cuda, p.pws.p, 0xFF, p.pws.bytes), "poisoning the persistent workspace");
-    launch_persist(p, 0, ctas);
-    ok(kl_cuda_synchronize(&g_cuda), "the persistent kernel");
+    launch();
+    ok(kl_cuda_synchronize(&g_cuda), what.c_str());
     const std::vector<float> b = download_out(p);
     size_t nonfinite = 0;
     double r2 = 0;
     const double rel = rel_diff(a, b, &nonfinite, &r2);
-    std::printf("  check %s: persistent at %u blocks vs the _mma seed kernel: ||diff|| / ||seed|| = %.2e, %zu "
-                "non-finite\n",
-                name, ctas, rel, nonfinite);
+    std::printf("  check %s: %s vs the _mma seed kernel: ||diff|| / ||seed|| = %.2e, %zu non-finite\n", name,
+                what.c_str(), rel, nonfinite);
     if (nonfinite != 0 || !(rel < 1e-2) || r2 == 0)
-        die(std::string("the persistent kernel's output differs from the seed kernel's (") + name + ")");
+        die("the " + what + " output differs from the seed kernel's (" + name + ")");
 }
 
-// The bulk launchers (seed grid; persistent at `ctas`) give the _mma seed
-// kernel's output (set 0); the persistent one leaves its counters zero.
+// The persistent launcher at `ctas` blocks gives the _mma seed-grid kernel's output.
+void check_persist_matches_seed(const Problem &p, uint32_t ctas, const char *name) {
+    check_matches_mma_seed(p, name, "persistent at " + std::to_string(ctas) + " blocks",
+                           [&] { launch_persist(p, 0, ctas); });
+}
+
+// The copy-engine launchers (seed grid; persistent at `ctas`), rows or
+// (maps) boxes, give the _mma seed kernel's output.
 void check_bulk_matches_seed(const Problem &p, uint32_t ctas, const char *name, bool maps) {
-    launch_seed(p, 0, Impl::kMma);
-    ok(kl_cuda_synchronize(&g_cuda), "the _mma seed-grid kernel");
-    const std::vector<float> a = download_out(p);
-    for (int which = 0; which < 2; which++) {
-        ok(kl_cuda_memset_d8(&g_cuda, p.out.p, 0xFF, p.out.bytes), "poisoning the output");
-        ok(kl_cuda_memset_d8(&g_cuda, p.pws.p, 0xFF, p.pws.bytes), "poisoning the persistent workspace");
-        if (which == 0)
-            launch_bulk_seed(p, 0, maps);
-        else
-            launch_bulk_persist(p, 0, ctas, maps);
-        ok(kl_cuda_synchronize(&g_cuda), "the bulk kernel");
-        const std::vector<float> b = download_out(p);
-        size_t nonfinite = 0;
-        double r2 = 0;
-        const double rel = rel_diff(a, b, &nonfinite, &r2);
-        std::printf("  check %s: %s %s vs the _mma seed kernel: ||diff|| / ||seed|| = %.2e, %zu non-finite\n", name,
-                    maps ? "tma" : "bulk",
-                    which == 0 ? "seed grid" : ("persistent at " + std::to_string(ctas) + " blocks").c_str(), rel,
-                    nonfinite);
-        if (nonfinite != 0 || !(rel < 1e-2) || r2 == 0)
-            die(std::string("a bulk kernel's output differs from the _mma seed kernel's (") + name + ")");
-    }
+    const std::string kind = maps ? "tma " : "bulk ";
+    check_matches_mma_seed(p, name, kind + "seed grid", [&] { launch_bulk_seed(p, 0, maps); });
+    check_matches_mma_seed(p, name, kind + "persistent at " + std::to_string(ctas) + " blocks",
+                           [&] { launch_bulk_persist(p, 0, ctas, maps); });
 }
 
 // The persistent counters are all zero (after every completed launch).

@@ -87,23 +87,8 @@ def opcode(text):
     return t.split()[0]
 
 
-def loops(ins):
-    """(start, end) of every innermost loop: a backward branch's range that
-    holds no other backward branch's range (the jumps back from a warp's
-    divergence handlers span whole loops and are not loops themselves)."""
-    out = []
-    for addr, text in ins:
-        m = re.search(r'\bBRA\s+(?:`\()?(0x[0-9a-f]+)', text)
-        if m and 'BRA.DIV' not in text:
-            target = int(m.group(1), 16)
-            if target <= addr:
-                out.append((target, addr))
-    return [(lo, hi) for lo, hi in out
-            if not any((a, b) != (lo, hi) and lo <= a and b <= hi for a, b in out)]
-
-
 def backward_ranges(ins):
-    """(start, end) of every backward branch's range."""
+    """(start, end) of every backward branch's range (BRA.DIV excluded)."""
     out = []
     for addr, text in ins:
         m = re.search(r'\bBRA\s+(?:`\()?(0x[0-9a-f]+)', text)
@@ -114,6 +99,18 @@ def backward_ranges(ins):
     return out
 
 
+def minimal(ranges):
+    """The ranges that hold no other of the ranges."""
+    return [r for r in ranges if not any(o != r and r[0] <= o[0] and o[1] <= r[1] for o in ranges)]
+
+
+def loops(ins):
+    """(start, end) of every innermost loop: a backward branch's range that
+    holds no other backward branch's range (the jumps back from a warp's
+    divergence handlers span whole loops and are not loops themselves)."""
+    return minimal(backward_ranges(ins))
+
+
 def copy_loops(ins):
     """The producer loops of the copy-engine kernels: the smallest backward
     ranges that hold a bulk or tensor copy (UBLKCP, UTMALDG). Not innermost
@@ -121,9 +118,7 @@ def copy_loops(ins):
     backward branch to the same loop head."""
     def copies(lo, hi):
         return any(lo <= a <= hi and opcode(t).startswith(('UBLKCP', 'UTMALDG')) for a, t in ins)
-    with_copies = [r for r in set(backward_ranges(ins)) if copies(*r)]
-    return sorted(r for r in with_copies
-                  if not any(o != r and r[0] <= o[0] and o[1] <= r[1] for o in with_copies))
+    return sorted(minimal([r for r in set(backward_ranges(ins)) if copies(*r)]))
 
 
 def summary(ins, lo, hi):

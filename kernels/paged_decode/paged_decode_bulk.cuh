@@ -471,32 +471,25 @@ static __device__ __forceinline__ void paged_decode__bulk_consume(paged_decode__
         const uint32_t s = ring + slot * R::SLOT;
         kl__mbar_wait(bars + 8u * slot, (uint32_t)((k / R::NSLOT) & 1u));
         Tile x;
+        auto put = [](uint32_t *w, uint32_t at) {
+            const uint4 v = kl__ld_shared_v4(at);
+            w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+        };
+        constexpr uint32_t ES = R::ES;
 #pragma unroll
         for (int u = 0; u < 2; ++u)
 #pragma unroll
             for (int c = 0; c < Tile::KW / 4; ++c) {
-                constexpr uint32_t ES = R::ES;
                 const uint32_t cc = Dims::koff((uint32_t)c * 16u / ES) * ES / 16u;
-                const uint32_t at = TMAP ? s + (cc / 8u) * R::BOX + (koff[u] ^ ((cc % 8u) * 16u))
-                                         : s + koff[u] + cc * 16u;
-                const uint4 w = kl__ld_shared_v4(at);
-                x.k[u][4 * c] = w.x;
-                x.k[u][4 * c + 1] = w.y;
-                x.k[u][4 * c + 2] = w.z;
-                x.k[u][4 * c + 3] = w.w;
+                put(&x.k[u][4 * c],
+                    TMAP ? s + (cc / 8u) * R::BOX + (koff[u] ^ ((cc % 8u) * 16u)) : s + koff[u] + cc * 16u);
             }
 #pragma unroll
         for (int u = 0; u < 4; ++u)
 #pragma unroll
             for (int c = 0; c < Tile::VW / 4; ++c) {
-                constexpr uint32_t ES = R::ES;
                 const uint32_t cv = Dims::voff((uint32_t)c * 16u / ES) * ES / 16u;
-                const uint32_t at = TMAP ? s + voff[u] + (cv / 8u) * R::BOX : s + voff[u] + cv * 16u;
-                const uint4 w = kl__ld_shared_v4(at);
-                x.v[u][4 * c] = w.x;
-                x.v[u][4 * c + 1] = w.y;
-                x.v[u][4 * c + 2] = w.z;
-                x.v[u][4 * c + 3] = w.w;
+                put(&x.v[u][4 * c], TMAP ? s + voff[u] + (cv / 8u) * R::BOX : s + voff[u] + cv * 16u);
             }
         __syncwarp(); /* every lane has read the slot */
         if (lane == 0u) kl__mbar_arrive(bars + 8u * (R::NSLOT + slot));

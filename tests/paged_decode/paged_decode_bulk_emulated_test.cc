@@ -58,10 +58,8 @@ using paged_decode_problem::Problem;
 // grid. maps: the *_gqa_tma twin, its caches as tensor maps encoded by its
 // generated builders (the emulated backend's reference encoding, which the
 // emulated copy engine reads).
-class BulkEmulatedTest : public ::testing::TestWithParam<int> {
+class BulkEmulatedTest : public paged_decode_problem::PackWidthTest {
   protected:
-    int width() const { return GetParam(); }
-    const kl_module *mod() { return emu_test::module("paged_decode", width() == 4 ? "gqa4_d128" : "gqa8_d128"); }
 
     void run_case(bool fp8, const Case &c, uint32_t num_ctas, bool twice = false, bool maps = false) {
         SCOPED_TRACE(std::string(fp8 ? "fp8" : "bf16") + (num_ctas ? " persist" : " attn") + (maps ? " tma" : " bulk") +
@@ -148,25 +146,7 @@ class BulkEmulatedTest : public ::testing::TestWithParam<int> {
                     num_ctas, ws_bytes, nc, nullptr));
             }
         };
-        launch();
-        EXPECT_TRUE(out.guards_intact()) << "a write landed outside the output";
-        EXPECT_TRUE(ws.guards_intact()) << "a write landed outside the workspace";
-        EXPECT_TRUE(counters.guards_intact()) << "a write landed outside the counters";
-        for (uint64_t i = 0; i < nc; i++)
-            EXPECT_EQ(counters[i], 0u) << "counter " << i << " is not back to zero after the launch";
-        std::vector<kl_bf16> all(kGuard + n_out + kGuard, kl_bf16{kPoisonBf16});
-        std::memcpy(all.data() + kGuard, out.data(), n_out * sizeof(kl_bf16));
-        paged_decode_problem::check_output(p, ref, all);
-        if (twice) {
-            const std::vector<kl_bf16> first(out.data(), out.data() + n_out);
-            out.fill_bytes(0xFF);
-            ws.fill_bytes(0xFF);
-            launch();
-            size_t differ = 0;
-            for (size_t i = 0; i < n_out; i++) differ += out[i].bits != first[i].bits;
-            EXPECT_EQ(differ, 0u) << "a second launch gave another output";
-            for (uint64_t i = 0; i < nc; i++) EXPECT_EQ(counters[i], 0u) << "counter " << i << " after the second launch";
-        }
+        paged_decode_problem::check_emulated_launch(p, ref, out, ws, counters, nc, twice, launch);
     }
 };
 
@@ -365,6 +345,6 @@ TEST_P(BulkEmulatedTest, TensorMapPersistentLongSequence) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BothVariants, BulkEmulatedTest, ::testing::Values(4, 8),
-                         [](const ::testing::TestParamInfo<int> &i) { return "gqa" + std::to_string(i.param) + "_d128"; });
+                         paged_decode_problem::pack_width_name);
 
 }  // namespace

@@ -2,13 +2,17 @@
 // the CPU emulator's registered read-only buffers (tests/emu), shared by
 // the emulated tests of the decode family: q, the block tables, seq_lens
 // and the caches (bf16; fp8 apart or K and V interleaved in one
-// allocation), with the cache pointers `misalign` elements in.
+// allocation), with the cache pointers `misalign` elements in; and the
+// checks after a persistent launcher's launch (check_emulated_launch).
 #ifndef KLAUNCH_TESTS_PAGED_DECODE_PAGED_DECODE_EMU_INPUTS_H
 #define KLAUNCH_TESTS_PAGED_DECODE_PAGED_DECODE_EMU_INPUTS_H
 
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "tests/emu/emu_test_util.h"
 #include "tests/paged_decode/paged_decode_problem.h"
@@ -51,6 +55,50 @@ struct EmuInputs {
         }
     }
 };
+
+// The fixture of the decode family's emulated tests, parameterised by the
+// pack width (4 or 8): the variant's emulated module.
+class PackWidthTest : public ::testing::TestWithParam<int> {
+  protected:
+    int width() const { return GetParam(); }
+    const kl_module *mod() { return emu_test::module("paged_decode", width() == 4 ? "gqa4_d128" : "gqa8_d128"); }
+};
+
+// The test name of a pack width: gqa4_d128, gqa8_d128.
+inline std::string pack_width_name(const ::testing::TestParamInfo<int> &i) {
+    return "gqa" + std::to_string(i.param) + "_d128";
+}
+
+// What the emulated tests of the persistent launchers check after
+// launch(): the guards of the output, workspace and counters, every counter
+// back to zero, the output against the float64 reference; with `twice`, a
+// second launch on the same (poisoned) workspace and counters bit for bit
+// equal to the first. (The seed-grid launchers' cases pass nc = 0.)
+template <class Launch>
+void check_emulated_launch(const Problem &p, const std::vector<double> &ref, emu::Buffer<kl_bf16> &out,
+                           emu::Buffer<float> &ws, emu::Buffer<uint32_t> &counters, uint64_t nc, bool twice,
+                           const Launch &launch) {
+    const size_t n_out = static_cast<size_t>(p.g.num_seqs) * p.g.num_q_heads * p.g.head_dim;
+    launch();
+    EXPECT_TRUE(out.guards_intact()) << "a write landed outside the output";
+    EXPECT_TRUE(ws.guards_intact()) << "a write landed outside the workspace";
+    EXPECT_TRUE(counters.guards_intact()) << "a write landed outside the counters";
+    for (uint64_t i = 0; i < nc; i++)
+        EXPECT_EQ(counters[i], 0u) << "counter " << i << " (sequence " << i / p.g.num_kv_heads << ", KV head "
+                                   << i % p.g.num_kv_heads << ") is not back to zero after the launch";
+    std::vector<kl_bf16> all(kGuard + n_out + kGuard, kl_bf16{kPoisonBf16});
+    std::memcpy(all.data() + kGuard, out.data(), n_out * sizeof(kl_bf16));
+    check_output(p, ref, all);
+    if (!twice) return;
+    const std::vector<kl_bf16> first(out.data(), out.data() + n_out);
+    out.fill_bytes(0xFF);
+    ws.fill_bytes(0xFF);
+    launch();
+    size_t differ = 0;
+    for (size_t i = 0; i < n_out; i++) differ += out[i].bits != first[i].bits;
+    EXPECT_EQ(differ, 0u) << "a second launch on the same (reset) counters gave another output";
+    for (uint64_t i = 0; i < nc; i++) EXPECT_EQ(counters[i], 0u) << "counter " << i << " after the second launch";
+}
 
 }  // namespace paged_decode_problem
 

@@ -42,10 +42,8 @@ using paged_decode_problem::kPoisonBf16;
 using paged_decode_problem::lengths_around;
 using paged_decode_problem::Problem;
 
-class MmaEmulatedTest : public ::testing::TestWithParam<int> {
+class MmaEmulatedTest : public paged_decode_problem::PackWidthTest {
   protected:
-    int width() const { return GetParam(); }
-    const kl_module *mod() { return emu_test::module("paged_decode", width() == 4 ? "gqa4_d128" : "gqa8_d128"); }
 
     // One case: the seed-grid launcher (splits 0) or the split launcher + combine.
     void run_case(bool fp8, const Case &c, uint32_t splits) {
@@ -237,6 +235,6 @@ TEST_P(MmaEmulatedTest, SplitPartialsAndCombineMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BothVariants, MmaEmulatedTest, ::testing::Values(4, 8),
-                         [](const ::testing::TestParamInfo<int> &i) { return "gqa" + std::to_string(i.param) + "_d128"; });
+                         paged_decode_problem::pack_width_name);
 
 }  // namespace

@@ -58,10 +58,8 @@ uint64_t unit_tiles(int32_t len, uint32_t window) {
     return l > b ? (l - 1) / 16 - b / 16 + 1 : 1;
 }
 
-class PersistEmulatedTest : public ::testing::TestWithParam<int> {
+class PersistEmulatedTest : public paged_decode_problem::PackWidthTest {
   protected:
-    int width() const { return GetParam(); }
-    const kl_module *mod() { return emu_test::module("paged_decode", width() == 4 ? "gqa4_d128" : "gqa8_d128"); }
 
     // One case at num_ctas blocks; `twice`: launch again on the same
     // workspace and counters and compare the outputs bit for bit.
@@ -107,26 +105,7 @@ class PersistEmulatedTest : public ::testing::TestWithParam<int> {
                     nullptr));
             }
         };
-        launch();
-        EXPECT_TRUE(out.guards_intact()) << "a write landed outside the output";
-        EXPECT_TRUE(ws.guards_intact()) << "a write landed outside the workspace";
-        EXPECT_TRUE(counters.guards_intact()) << "a write landed outside the counters";
-        for (uint64_t i = 0; i < nc; i++)
-            EXPECT_EQ(counters[i], 0u) << "counter " << i << " (sequence " << i / g.num_kv_heads << ", KV head "
-                                       << i % g.num_kv_heads << ") is not back to zero after the launch";
-        std::vector<kl_bf16> all(kGuard + n_out + kGuard, kl_bf16{kPoisonBf16});
-        std::memcpy(all.data() + kGuard, out.data(), n_out * sizeof(kl_bf16));
-        paged_decode_problem::check_output(p, ref, all);
-        if (twice) {
-            const std::vector<kl_bf16> first(out.data(), out.data() + n_out);
-            out.fill_bytes(0xFF);
-            ws.fill_bytes(0xFF);
-            launch();
-            size_t differ = 0;
-            for (size_t i = 0; i < n_out; i++) differ += out[i].bits != first[i].bits;
-            EXPECT_EQ(differ, 0u) << "a second launch on the same (reset) counters gave another output";
-            for (uint64_t i = 0; i < nc; i++) EXPECT_EQ(counters[i], 0u) << "counter " << i << " after the second launch";
-        }
+        paged_decode_problem::check_emulated_launch(p, ref, out, ws, counters, nc, twice, launch);
     }
 };
 
@@ -252,6 +231,6 @@ TEST_P(PersistEmulatedTest, MoreThan256Sequences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BothVariants, PersistEmulatedTest, ::testing::Values(4, 8),
-                         [](const ::testing::TestParamInfo<int> &i) { return "gqa" + std::to_string(i.param) + "_d128"; });
+                         paged_decode_problem::pack_width_name);
 
 }  // namespace
