@@ -189,13 +189,7 @@ static __device__ __forceinline__ void paged_decode__bulk_merge_records(const fl
             if (c + (uint32_t)j > b1) mj[j] = -INFINITY; /* past the unit's records */
             mc = fmaxf(mc, mj[j]);
         }
-        const float mn = fmaxf(M, mc);
-        if (mn != -INFINITY) {
-            const float alpha = M == -INFINITY ? 0.0f : paged_decode__exp2(M - mn);
-            L *= alpha;
-#pragma unroll
-            for (int v = 0; v < V; ++v) o[v] *= alpha;
-            M = mn;
+        if (paged_decode__merge_rescale<V>(M, L, o, mc)) {
 #pragma unroll
             for (int j = 0; j < RB; ++j) {
                 const float f = mj[j] == -INFINITY ? 0.0f : paged_decode__exp2(mj[j] - M);

@@ -140,6 +140,21 @@ static __device__ __forceinline__ void paged_decode__persist_find(Plan &plan, ui
     }
 }
 
+/* A record merge's running state (M, L, o) brought to the larger max of M
+ * and mc (o and L rescaled by 2^(M - max), 0 while M is -inf); false, and
+ * nothing changed, while both are -inf (no record with a position yet). */
+template <int V>
+static __device__ __forceinline__ bool paged_decode__merge_rescale(float &M, float &L, float (&o)[V], float mc) {
+    const float mn = fmaxf(M, mc);
+    if (mn == -INFINITY) return false;
+    const float alpha = M == -INFINITY ? 0.0f : paged_decode__exp2(M - mn);
+    L *= alpha;
+#pragma unroll
+    for (int v = 0; v < V; ++v) o[v] *= alpha;
+    M = mn;
+    return true;
+}
+
 /* V consecutive floats from the L2 (ld.global.cg: written in this launch);
  * one vector load when VEC (p aligned to V floats). */
 template <int V, bool VEC>

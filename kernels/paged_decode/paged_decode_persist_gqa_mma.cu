@@ -150,13 +150,7 @@ static __device__ __forceinline__ void paged_decode__persist_merge(paged_decode_
         if (tid < ACTIVE) {
             float mc = -INFINITY;
             for (uint32_t j = 0; j < cnt; ++j) mc = fmaxf(mc, ms.m[j][h]);
-            const float mn = fmaxf(M, mc);
-            if (mn != -INFINITY) {
-                const float alpha = M == -INFINITY ? 0.0f : paged_decode__exp2(M - mn);
-                L *= alpha;
-#pragma unroll
-                for (int v = 0; v < V; ++v) o[v] *= alpha;
-                M = mn;
+            if (paged_decode__merge_rescale<V>(M, L, o, mc)) {
 #pragma unroll 8
                 for (uint32_t j = 0; j < cnt; ++j) {
                     const float mj = ms.m[j][h];
