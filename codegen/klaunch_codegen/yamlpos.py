@@ -307,7 +307,9 @@ class Source:
                 elif cls is MappingStartEvent:
                     node = MappingNode("tag:yaml.org,2002:map", [], start, start, pos, None, ev.flow_style)
                 elif cls is SequenceStartEvent:
-                    node = SequenceNode("tag:yaml.org,2002:seq", [], start, start, pos, None, ev.flow_style)
+                    # PyYAML's pure-Python parser leaves an indentless
+                    # sequence's flow_style None where libyaml says False.
+                    node = SequenceNode("tag:yaml.org,2002:seq", [], start, start, pos, None, ev.flow_style is True)
                 else:
                     raise YamlSyntaxError(pos, "unexpected %s" % cls.__name__)
                 if tag is not None:

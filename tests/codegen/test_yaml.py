@@ -52,6 +52,14 @@ class ParsersAgreeTest(unittest.TestCase):
             with self.subTest(spec=os.path.relpath(path, support.ROOT)):
                 self.assertEqual(compose(text, "c"), compose(text, "python"))
 
+    def test_an_indentless_sequence_is_block_style_in_both_parsers(self):
+        # fuzz_test found it (seed 15, after specs/paged_decode.yaml grew):
+        # a '- ' list at its key's indentation, here inside an explicit key,
+        # was flow_style None from PyYAML's parser and False from libyaml's.
+        for text in ("a:\n- 1\n", "? a:\n  - 1\n", "x: 1\n? launchers:\n  - name: f\n    grid: {x: 1}\n"):
+            trees = [compose(text, parser)[0] for parser in ("c", "python")]
+            self.assertEqual(trees[0], trees[1], text)
+
     def test_the_c_parser_is_used_where_installed(self):
         self.assertTrue(yamlpos._c_parser_wanted())
         os.environ["KLAUNCH_CODEGEN_YAML"] = "python"

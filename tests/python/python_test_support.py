@@ -254,6 +254,8 @@ def _satisfy(launcher, args, constants, rng):
             put(stride, a[parts[0]] * a[parts[1]] + rng.choice([0, 0, 8]))
     if "kv_expanded_stride" in a:
         put("kv_expanded_stride", a["nkv"] * (a["nope"] + a["v_dim"]))
+    if "block_size" in a and any(p.kind == "tensor_map" for p in launcher.params):
+        put("block_size", rng.choice([16, 64]))  # the _tma decode launchers: a box is 16 slots of one block
     if "cache_stride" in a:
         a["cache_stride"] = a["block_size"] * a["num_kv_heads"] * a["head_dim"] + rng.choice([0, 16])
     if "num_splits" in a and a["num_splits"] == 0:
