@@ -36,10 +36,15 @@ part() { # part NAME SECONDS COMMAND...
 
 nvidia-smi >"$work/nvidia-smi.txt" 2>&1
 head -n 12 "$work/nvidia-smi.txt" >>"$summary"
-part tests 250 env KL_GPU_KIND=test KL_GPU_TIMEOUT=150 bash .gpu/run.sh
-# Seconds each benchmark may take: a device call is limited to 600 in all.
-part bench_decode 90 bash bench/decode/run.sh
-part bench_mla 120 bash bench/mla/run.sh
-part bench_launch 60 bash bench/launch/run.sh
+# KL_GPU_SKIP="bench_launch ..." leaves parts out (a device call is limited
+# to 600 s in all).
+skip() { case " ${KL_GPU_SKIP:-} " in *" $1 "*) echo "[$1: skipped]" | tee -a "$summary"; return 0 ;; esac; return 1; }
+skip tests || part tests 250 env KL_GPU_KIND=test KL_GPU_TIMEOUT=150 bash .gpu/run.sh
+# Seconds each benchmark may take.
+skip bench_decode || part bench_decode 90 bash bench/decode/run.sh
+skip bench_mla || part bench_mla 120 bash bench/mla/run.sh
+# The copy-engine kernels under compute-sanitizer (memcheck, racecheck).
+skip sanitize || part sanitize 180 bash tools/gpu/sanitize.sh
+skip bench_launch || part bench_launch 60 bash bench/launch/run.sh
 tar czf "$out/results.tgz" -C "$work" .
 echo "bundled $(du -sh "$out/results.tgz" | cut -f1) in results.tgz"
