@@ -257,6 +257,15 @@ static inline uint32_t kl_paged_decode_persist_ctas(uint32_t num_seqs, uint32_t 
 
 /* ---- which GQA-packed launcher (kl_paged_decode_gqa_pick) ----
  *
+ * Measured on the H200 (2026-12-04, docs/PERFORMANCE.md, issue 21's
+ * outcome): the _tma persistent launchers 1.013 (bf16) and 0.872 (fp8) of
+ * copy at 32 x 4096, over the _mma dispatch's 0.994 and 0.794; the _bulk
+ * (row-copy) ones 0.695 and 0.338, below the _mma ones, their producer
+ * warps the limit (one cp.async.bulk a row, serialised by ptxas). So the
+ * rule never picks _bulk: other block sizes, and caches off 16 bytes, take
+ * the _mma launchers; BULK_SEED and BULK_PERSIST stay for callers that
+ * name them. The counts below are the reasoning written before that run.
+ *
  * The GQA-packed launchers of one cache type, all with the same function
  * and numerics (specs/paged_decode.yaml):
  *   KL_PAGED_DECODE_GQA_MMA_SEED      paged_decode_attn_{bf16,fp8}_gqa_mma
@@ -284,7 +293,6 @@ static inline uint32_t kl_paged_decode_persist_ctas(uint32_t num_seqs, uint32_t 
  * limit"; H200: 132 SMs, copy ~4.2 TB/s = 16.1 bytes a cycle an SM):
  *   have_bulk, aligned, block_size % 16 == 0 -> TMA_PERSIST (TMA_SEED
  *     without persistent_ok);
- *   have_bulk, aligned, other block sizes -> BULK_PERSIST (BULK_SEED);
  *   else persistent_ok and kl_paged_decode_num_splits(...) > 1 -> MMA_PERSIST;
  *   else that count > 1 -> MMA_SPLIT; else MMA_SEED.
  *   (Caches off 16 bytes: the _bulk launchers would copy them through 4
@@ -340,8 +348,6 @@ static inline kl_paged_decode_gqa_path kl_paged_decode_gqa_pick(uint32_t num_seq
     uint32_t splits;
     if (have_bulk && aligned && block_size != 0u && block_size % 16u == 0u)
         return persistent_ok ? KL_PAGED_DECODE_GQA_TMA_PERSIST : KL_PAGED_DECODE_GQA_TMA_SEED;
-    if (have_bulk && aligned && block_size != 0u)
-        return persistent_ok ? KL_PAGED_DECODE_GQA_BULK_PERSIST : KL_PAGED_DECODE_GQA_BULK_SEED;
     splits = kl_paged_decode_num_splits(num_seqs, num_kv_heads, max_seq_len, sliding_window, block_size, sm_count);
     if (splits <= 1u) return KL_PAGED_DECODE_GQA_MMA_SEED;
     return persistent_ok ? KL_PAGED_DECODE_GQA_MMA_PERSIST : KL_PAGED_DECODE_GQA_MMA_SPLIT;

@@ -109,6 +109,15 @@ template <bool FP8, bool TMAP = false> struct paged_decode__bulk_ring {
     static constexpr uint32_t BYTES = NSLOT * SLOT;
     static constexpr uint32_t BARS = 16u * NSLOT; /* full[NSLOT], empty[NSLOT]: 8 bytes each */
     static constexpr uint32_t ALIGN = TMAP ? 1024u : 16u; /* the swizzle pattern's period */
+    /* Arrivals a phase of a slot's full and empty mbarriers takes. Rows
+     * copied as rows are written by every lane (st.shared for the register
+     * path and for zero rows, cp.async.bulk otherwise) and read by every
+     * lane: each arrives itself. One lane's arrive after __syncwarp would
+     * order them too (a release is cumulative), but compute-sanitizer's
+     * racecheck credits only the accessing thread's own arrive, and flagged
+     * that handoff (53 hazards on the H200, 2026-12-04). Boxes are issued,
+     * and their slots read, under lane 0's arrive alone (no hazard there). */
+    static constexpr uint32_t ARRIVALS = TMAP ? 1u : 32u;
     static_assert(RS % 128u == 16u, "rows 16 bytes off the 128-byte bank period");
     static_assert(NSLOT % 8u == 0u, "each consumer warp owns whole slots");
     static_assert(!TMAP || SLOT == 2u * BOXES * BOX, "a TMAP slot is its boxes");
@@ -364,7 +373,11 @@ static __device__ __forceinline__ void paged_decode__bulk_produce_path(
             }
             if constexpr (ENGINE) {
                 __syncwarp();
-                if (lane == 0u) kl__mbar_arrive_expect_tx(full, (uint32_t)__popc(live) * R::ROW);
+                /* R::ARRIVALS: every lane arrives, lane 0 with the phase's bytes. */
+                if (lane == 0u)
+                    kl__mbar_arrive_expect_tx(full, (uint32_t)__popc(live) * R::ROW);
+                else
+                    kl__mbar_arrive(full);
                 if (valid) kl__bulk_load(dst, src, R::ROW, full);
             } else {
                 if (valid) {
@@ -375,8 +388,7 @@ static __device__ __forceinline__ void paged_decode__bulk_produce_path(
                         kl__st_shared_v4(dst + c, make_uint4(w[0], w[1], w[2], w[3]));
                     }
                 }
-                __syncwarp();
-                if (lane == 0u) kl__mbar_arrive(full);
+                kl__mbar_arrive(full); /* R::ARRIVALS: every lane, after its own stores */
             }
         }
     }
@@ -491,8 +503,14 @@ static __device__ __forceinline__ void paged_decode__bulk_consume(paged_decode__
                 const uint32_t cv = Dims::voff((uint32_t)c * 16u / ES) * ES / 16u;
                 put(&x.v[u][4 * c], TMAP ? s + voff[u] + (cv / 8u) * R::BOX : s + voff[u] + cv * 16u);
             }
-        __syncwarp(); /* every lane has read the slot */
-        if (lane == 0u) kl__mbar_arrive(bars + 8u * (R::NSLOT + slot));
+        /* R::ARRIVALS: boxes, lane 0 once every lane has read the slot;
+         * rows, every lane after its own reads. */
+        if constexpr (TMAP) {
+            __syncwarp();
+            if (lane == 0u) kl__mbar_arrive(bars + 8u * (R::NSLOT + slot));
+        } else {
+            kl__mbar_arrive(bars + 8u * (R::NSLOT + slot));
+        }
         const uint32_t p0 = (p.t0 + i) * 16u;
         if (TMAP && !(p0 >= begin && p0 + 16u <= end)) { /* an edge tile (warp-uniform) */
 #pragma unroll
@@ -520,10 +538,10 @@ static __device__ __forceinline__ bool paged_decode__bulk_aligned(const void *k_
 
 /* Initialises the ring's mbarriers (thread 0), visible to the copy engine,
  * then a block-wide barrier. */
-template <bool FP8> static __device__ __forceinline__ void paged_decode__bulk_init(uint32_t bars) {
-    using R = paged_decode__bulk_ring<FP8>; /* NSLOT: the same for both copy kinds */
+template <bool FP8, bool TMAP> static __device__ __forceinline__ void paged_decode__bulk_init(uint32_t bars) {
+    using R = paged_decode__bulk_ring<FP8, TMAP>;
     if (threadIdx.x == 0u) {
-        for (uint32_t s = 0; s < 2u * R::NSLOT; ++s) kl__mbar_init(bars + 8u * s, 1u);
+        for (uint32_t s = 0; s < 2u * R::NSLOT; ++s) kl__mbar_init(bars + 8u * s, R::ARRIVALS);
         kl__fence_proxy_async_shared();
     }
     __syncthreads();

@@ -233,7 +233,7 @@ static __device__ __forceinline__ void paged_decode__bulk_seed(
     const paged_decode__bulk_parts<FP8, TMAP, NH> at(smem);
     const uint32_t kvh = blockIdx.x, s = blockIdx.y;
     paged_decode__bulk_sched_seed sched{s, kvh, 0u, max_blocks_per_seq, block_size, sliding_window, seq_lens};
-    paged_decode__bulk_init<FP8>(at.bars);
+    paged_decode__bulk_init<FP8, TMAP>(at.bars);
     if ((threadIdx.x >> 5) >= 8u) {
         if (TMAP) {
             kl__prefetch_tensormap(k_map);
@@ -273,7 +273,7 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
     const uint32_t tid = threadIdx.x, warp = tid >> 5, b = blockIdx.x, nb = gridDim.x;
 
     kl__griddep_launch_dependents();
-    paged_decode__bulk_init<FP8>(bars);
+    paged_decode__bulk_init<FP8, TMAP>(bars);
     kl__griddep_wait(); /* the previous kernel's writes (caches, tables, lengths) are visible from here */
     if (num_seqs == 0u) return;
 
