@@ -421,11 +421,14 @@ static inline uint32_t kl__param_align(kl_param_kind kind) {
     return kind == KL_PARAM_TENSOR_MAP ? 128u : (kind == KL_PARAM_PTR || kind == KL_PARAM_U64) ? 8u : 4u;
 }
 /* Offset of desc's parameter i in a parameter buffer that starts `base`
- * bytes past a 128-byte boundary: desc->params[i].offset when base is 0 or
- * no parameter is a tensor map (every other alignment divides 16, and
- * every target's parameter area starts 16-byte aligned). */
+ * bytes past a 128-byte boundary: desc->params[i].offset itself when base
+ * is 0 (what the spec's offsets are for), else laid out from the kinds'
+ * alignments; the two agree where no parameter is a tensor map (every
+ * other alignment divides 16, and every target's parameter area starts
+ * 16-byte aligned). */
 static inline uint32_t kl__param_offset_at(const kl_kernel_desc *desc, uint32_t i, uint32_t base) {
     uint32_t j, end = 0;
+    if (base == 0u) return desc->params[i].offset;
     for (j = 0;; j++) {
         const uint32_t a = kl__param_align(desc->params[j].kind);
         const uint32_t at = (base + end + a - 1u) / a * a - base;
