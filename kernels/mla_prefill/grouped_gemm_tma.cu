@@ -60,8 +60,9 @@
  *     accumulators fill the other (cp.async.bulk.wait_group.read 1 before
  *     reuse).
  *   - Persistent grid: block x takes tiles x, x + gridDim.x, ... of the
- *     (n tile, m tile, group) tiles, n tiles fastest (a group's B and a row
- *     tile's A are read by neighbouring blocks at the same time, from L2).
+ *     (n tile, group, m tile) tiles in chunks of 16 groups (tile_at): a row
+ *     tile's A is read by neighbouring blocks at the same time, from L2,
+ *     and the blocks at work write C's rows in runs of 16 groups, not one.
  *   - Shared memory: 4 x 32 KiB stages + 4 x 16 KiB staging + 128 bytes of
  *     mbarriers + 1 KiB alignment = 197760 bytes. Registers: 64 accumulators
  *     and indices (168 a thread at the block's 384 threads; no setmaxnreg).
@@ -102,12 +103,24 @@ struct Tile {
     uint32_t n0, m0, gi;
 };
 
-__device__ __forceinline__ Tile tile_at(uint32_t u, uint32_t ntn, uint32_t ntm) {
+/* Tile u of the launch's ntn x ntm x g tiles: n tiles fastest, then groups
+ * in chunks of GCHUNK, then m tiles, then the chunks. The blocks running at
+ * one time (132 on an H200) so cover a few m tiles of GCHUNK neighbouring
+ * groups: C's rows (all groups side by side) and A's are written and read
+ * in runs of GCHUNK x n_g (or k_g) elements, not one group's 128 or 512,
+ * while B's working set stays GCHUNK groups (2-8 MiB) for L2 to keep. */
+constexpr uint32_t GCHUNK = 16;
+
+__device__ __forceinline__ Tile tile_at(uint32_t u, uint32_t ntn, uint32_t ntm, uint32_t g) {
     Tile t;
     t.n0 = (u % ntn) * (uint32_t)BN;
-    const uint32_t rest = u / ntn;
-    t.m0 = (rest % ntm) * (uint32_t)BM;
-    t.gi = rest / ntm;
+    uint32_t rest = u / ntn;
+    const uint32_t per_chunk = GCHUNK * ntm; /* tiles of a full chunk, per n tile */
+    const uint32_t chunk = rest / per_chunk, gc0 = chunk * GCHUNK;
+    const uint32_t gn = g - gc0 < GCHUNK ? g - gc0 : GCHUNK; /* groups in this chunk (the last may be short) */
+    rest -= chunk * per_chunk;
+    t.gi = gc0 + rest % gn;
+    t.m0 = (rest / gn) * (uint32_t)BM;
     return t;
 }
 
@@ -146,7 +159,7 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
         kl__prefetch_tensormap(&c_map);
         uint32_t c = 0; /* k-stages loaded by this block */
         for (uint32_t u = blockIdx.x; u < total; u += gridDim.x) {
-            const Tile t = tile_at(u, ntn, ntm);
+            const Tile t = tile_at(u, ntn, ntm, g);
             for (uint32_t kt = 0; kt < ktiles; ++kt, ++c) {
                 const uint32_t s = c % (uint32_t)STAGES, round = c / (uint32_t)STAGES;
                 if (round > 0u) kl__mbar_wait(empty + 8u * s, (round - 1u) & 1u);
@@ -166,7 +179,7 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
     float acc[64];
     uint32_t c = 0, nt = 0; /* k-stages consumed, tiles done */
     for (uint32_t u = blockIdx.x; u < total; u += gridDim.x, ++nt) {
-        const Tile t = tile_at(u, ntn, ntm);
+        const Tile t = tile_at(u, ntn, ntm, g);
         if (ktiles == 0u) {
 #pragma unroll
             for (int i = 0; i < 64; ++i) acc[i] = 0.0f;

@@ -128,6 +128,11 @@ TEST_P(MlaCopyEngineEmulated, GemmManyTilesPerBlock) { gemm(mod(), {300, 3, 40, 
 // The o_lat @ w_uv^T shape in small: 8 k-steps a tile, 2 tiles on one block.
 TEST_P(MlaCopyEngineEmulated, GemmLongK) { gemm(mod(), {64, 2, 512, 128, 0, 0, 1}, 65); }
 
+// 18 groups: the tile order's first chunk of 16 groups and a short chunk of
+// 2 (tile_at), 2 m tiles and 2 n tiles each (n_g 136), 72 tiles on 5 blocks:
+// every (n tile, group, m tile) exactly once, none twice.
+TEST_P(MlaCopyEngineEmulated, GemmGroupsPastOneChunkOfTheTileOrder) { gemm(mod(), {130, 18, 16, 136, 0, 8, 5}, 66); }
+
 INSTANTIATE_TEST_SUITE_P(Variants, MlaCopyEngineEmulated, ::testing::Values("mistral_small_4", "deepseek_v4_flash"),
                          [](const ::testing::TestParamInfo<const char *> &i) { return std::string(i.param); });
 
