@@ -47,7 +47,7 @@
  *   - Block = 3 warpgroups (384 threads), one an SM. Warpgroup 2's first
  *     thread is the producer: for every tile the block owns and every k-step
  *     it waits for a free stage, expects 32 KiB on its mbarrier and issues
- *     two tensor loads (A, B); the 4-stage ring (128 KiB) runs on across
+ *     two tensor loads (A, B); the 6-stage ring (192 KiB) runs on across
  *     tiles, so the next tile's operands are in flight while this one is
  *     computed and stored. No other producer thread does anything.
  *   - Warpgroups 0 and 1 are the consumers: rows 64w .. 64w + 63 of the tile,
@@ -55,16 +55,19 @@
  *     stage's release one stage behind (wait_group 1). Epilogue: bf16 into a
  *     128-byte-swizzle staging tile (two 64-column slabs, conflict-free
  *     stores), fence.proxy.async, a 128-thread named barrier, two tensor
- *     stores by the warpgroup's first thread; two staging buffers a
- *     consumer, so a store may still read one while the next tile's
- *     accumulators fill the other (cp.async.bulk.wait_group.read 1 before
- *     reuse).
+ *     stores by the warpgroup's first thread; one staging buffer a
+ *     consumer (cp.async.bulk.wait_group.read 0 before reuse: the last
+ *     tile's store has had the whole of this tile's products to read it),
+ *     so that the ring gets 6 stages: 4 (128 KiB) kept 0.75 (k 128) and
+ *     0.89 (k 512) of copy, where k 512's A alone (64 KiB of each 128 KiB
+ *     in flight) is what Little's law asks of an SM at 2 us of loaded DRAM
+ *     latency.
  *   - Persistent grid: block x takes tiles x, x + gridDim.x, ... of the
  *     (n tile, group, m tile) tiles in chunks of 16 groups (tile_at): a row
  *     tile's A is read by neighbouring blocks at the same time, from L2,
  *     and the blocks at work write C's rows in runs of 16 groups, not one.
- *   - Shared memory: 4 x 32 KiB stages + 4 x 16 KiB staging + 128 bytes of
- *     mbarriers + 1 KiB alignment = 197760 bytes. Registers: 64 accumulators
+ *   - Shared memory: 6 x 32 KiB stages + 2 x 16 KiB staging + 128 bytes of
+ *     mbarriers + 1 KiB alignment = 230528 bytes (of 232448). Registers: 64 accumulators
  *     and indices (168 a thread at the block's 384 threads; no setmaxnreg).
  *   Predicted and measured: docs/PERFORMANCE.md ("Hopper MLA prefill on the
  *   copy engine").
@@ -82,14 +85,14 @@
 
 namespace grouped_gemm_tma_ {
 
-constexpr int BM = 128, BN = 128, BK = 64, STAGES = 4, THREADS = 384;
+constexpr int BM = 128, BN = 128, BK = 64, STAGES = 6, THREADS = 384;
 constexpr uint32_t OPERAND = BM * 128;          /* one operand's stage: 128 rows of 128 bytes, 16 KiB */
 constexpr uint32_t STAGE = 2 * OPERAND;         /* A then B */
 constexpr uint32_t SLAB = 64 * 128;             /* a C box: 64 rows x 64 bf16 */
 constexpr uint32_t STAGING = 2 * SLAB;          /* a consumer's 64 x 128 C tile */
 constexpr uint32_t OFF_S = 0;
-constexpr uint32_t OFF_C = OFF_S + STAGES * STAGE;      /* [consumer][buffer] staging tiles */
-constexpr uint32_t OFF_BAR = OFF_C + 2 * 2 * STAGING;   /* full[STAGES], empty[STAGES] */
+constexpr uint32_t OFF_C = OFF_S + STAGES * STAGE;      /* [consumer] staging tiles */
+constexpr uint32_t OFF_BAR = OFF_C + 2 * STAGING;       /* full[STAGES], empty[STAGES] */
 constexpr uint32_t SMEM = OFF_BAR + 128;
 
 static_assert(SMEM + 1024 == KL_SHARED_BYTES_grouped_gemm_tma, "the spec's shared_bytes: the layout and 1 KiB to align it");
@@ -177,8 +180,8 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
     const uint32_t tw = tid & 127u, w4 = tw >> 5, lane = tid & 31u, gq = lane >> 2, q = lane & 3u;
     const bool elected = kl__elect_one();
     float acc[64];
-    uint32_t c = 0, nt = 0; /* k-stages consumed, tiles done */
-    for (uint32_t u = blockIdx.x; u < total; u += gridDim.x, ++nt) {
+    uint32_t c = 0; /* k-stages consumed */
+    for (uint32_t u = blockIdx.x; u < total; u += gridDim.x) {
         const Tile t = tile_at(u, ntn, ntm, g);
         if (ktiles == 0u) {
 #pragma unroll
@@ -207,8 +210,8 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
         if (ktiles > 0u && elected) kl__mbar_arrive(empty + 8u * prev);
 
         /* ---- epilogue: bf16 into this consumer's staging buffer, two tensor stores ---- */
-        const uint32_t stg = sbase + OFF_C + (wg * 2u + (nt & 1u)) * STAGING;
-        if (tw == 0u) kl__bulk_wait_group_read<1>(); /* the store of two tiles ago has read this buffer */
+        const uint32_t stg = sbase + OFF_C + wg * STAGING;
+        if (tw == 0u) kl__bulk_wait_group_read<0>(); /* the last tile's store has read this buffer */
         kl__mma_bar_sync(1u + wg, 128u);
 #pragma unroll
         for (int i = 0; i < 16; ++i) {

@@ -122,8 +122,8 @@ TEST_P(MlaCopyEngineEmulated, GemmAbsorptionShapeOneGroup) { gemm(mod(), {128, 1
 // tile (the second C box is skipped), m 130 (a second m tile of 2 rows: its
 // second consumer's rows are all past m), padded strides, 4 tiles on 3 blocks.
 TEST_P(MlaCopyEngineEmulated, GemmKPastTheStagesRaggedEdges) { gemm(mod(), {130, 2, 200, 72, 8, 16, 3}, 63); }
-// 18 tiles on 2 blocks: the ring wraps across tiles, each consumer's two
-// staging buffers alternate 9 times; n_g 136 (a second n tile of 8 columns).
+// 18 tiles on 2 blocks: the ring wraps across tiles, each consumer's staging
+// buffer is reused 9 times; n_g 136 (a second n tile of 8 columns).
 TEST_P(MlaCopyEngineEmulated, GemmManyTilesPerBlock) { gemm(mod(), {300, 3, 40, 136, 0, 8, 2}, 64); }
 // The o_lat @ w_uv^T shape in small: 8 k-steps a tile, 2 tiles on one block.
 TEST_P(MlaCopyEngineEmulated, GemmLongK) { gemm(mod(), {64, 2, 512, 128, 0, 0, 1}, 65); }
