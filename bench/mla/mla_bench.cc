@@ -52,6 +52,7 @@
 #define KLAUNCH_IMPLEMENTATION
 #include "klaunch/cuda_backend.h"
 #include "klaunch/mla_prefill.h"
+#include "klaunch/mla_prefill_grid.h"
 
 #include <algorithm>
 #include <cmath>
@@ -389,7 +390,7 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
     kl_kernel k, ref;
     if (!get_or_note(kl_grouped_gemm_tma_get, &k, &g_mod.v576, name.c_str())) return;
     ok(kl_grouped_gemm_mma_get(&ref, &g_mod.v576), "kl_grouped_gemm_mma_get");
-    const uint32_t ctas = sm_count();
+    const uint32_t ctas = kl_grouped_gemm_tma_ctas(m, g, ng, sm_count());
     const size_t a_bytes = size_t{m} * g * kg * 2, b_bytes = size_t{g} * ng * kg * 2, c_bytes = size_t{m} * g * ng * 2;
     const size_t nsets = rotation(a_bytes + b_bytes);
     std::vector<Buf> a, b;
@@ -420,9 +421,21 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
         },
         g_runs, 3);
     std::ostringstream what;
-    what << "m " << m << ", g " << g << ", k_g " << kg << ", n_g " << ng << ", " << ctas << " persistent blocks, "
-         << nsets << " input sets";
+    what << "m " << m << ", g " << g << ", k_g " << kg << ", n_g " << ng << ", " << ctas
+         << " persistent blocks (kl_grouped_gemm_tma_ctas), " << nsets << " input sets";
     report(name, what.str(), us, 2.0 * m * g * kg * ng, double(a_bytes + b_bytes + c_bytes));
+    // Beside it, one block an SM (what the balanced count is measured against).
+    const uint32_t sms = sm_count();
+    const double us_sms = median_us(
+        [&](int run) {
+            const size_t s = static_cast<size_t>(run) % nsets;
+            ok(kl_grouped_gemm_tma(&k, &am[s], &bm[s], &cm, m, g, kg, ng, sms, nullptr), name.c_str());
+        },
+        g_runs, 3);
+    std::ostringstream what_sms;
+    what_sms << "m " << m << ", g " << g << ", k_g " << kg << ", n_g " << ng << ", " << sms
+             << " persistent blocks (the SM count), " << nsets << " input sets";
+    report(name + "_sms", what_sms.str(), us_sms, 2.0 * m * g * kg * ng, double(a_bytes + b_bytes + c_bytes));
 }
 
 // The five data-movement launchers (deepseek_v4_flash shapes: 128 heads,

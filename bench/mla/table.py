@@ -108,6 +108,11 @@ def main():
     row("grouped GEMM tma k 512 n 128 (TFLOP/s) vs bmm", r("gemm_tma_t", "tflops"), "{:.1f}", (1.0, ">= 1.0 x bmm"),
         bmm_t)
     row("grouped GEMM tma k 512 n 128 (GB/s) vs copy", r("gemm_tma_t", "gbps"), "{:.0f}")
+    # The rows above run kl_grouped_gemm_tma_ctas's grid; these one block an SM.
+    row("grouped GEMM tma k 128 n 512, one block an SM (TFLOP/s) vs bmm", r("gemm_tma_sms", "tflops"), "{:.1f}",
+        (1.0, ">= 1.0 x bmm"), bmm)
+    row("grouped GEMM tma k 512 n 128, one block an SM (TFLOP/s) vs bmm", r("gemm_tma_t_sms", "tflops"), "{:.1f}",
+        (1.0, ">= 1.0 x bmm"), bmm_t)
     # The seed-grid launchers (the seed's grid: one block per 256 elements)
     # stay as rows; for rope extract/writeback, q_final and cache assembly
     # the target is the wide launchers' (one block per 2048 elements, or per

@@ -15,6 +15,7 @@ int kl_headers_use_tensor_map(void);
 int kl_headers_use_mla_prefill(void);
 int kl_headers_use_paged_decode(void);
 int kl_headers_use_paged_decode_split(void);
+int kl_headers_use_mla_prefill_grid(void);
 int kl_headers_use_all(void);
 
 #endif

@@ -17,6 +17,7 @@ int main(void) {
         {"mla_prefill.h", kl_headers_use_mla_prefill},
         {"paged_decode.h", kl_headers_use_paged_decode},
         {"paged_decode_split.h", kl_headers_use_paged_decode_split},
+        {"mla_prefill_grid.h", kl_headers_use_mla_prefill_grid},
         {"all headers together", kl_headers_use_all},
     };
     size_t i;

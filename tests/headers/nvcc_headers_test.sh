@@ -87,7 +87,7 @@ trap 'rm -rf "$tmp"' EXIT
 flags=(-x cu -std=c++17 -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror)
 status=0
 objs=()
-for src in use_klaunch use_record_backend use_mla_prefill use_paged_decode use_paged_decode_split use_cuda_helpers use_image use_tensor_map use_all impl main; do
+for src in use_klaunch use_record_backend use_mla_prefill use_paged_decode use_paged_decode_split use_mla_prefill_grid use_cuda_helpers use_image use_tensor_map use_all impl main; do
     cmd=("$nvcc" "${flags[@]}" "${incs[@]}" -c "$srcdir/$src.c" -o "$tmp/$src.o")
     echo "+ ${cmd[*]}"
     if out=$("${cmd[@]}" 2>&1); then

@@ -5,6 +5,7 @@
 #include "klaunch/image.h"
 #include "klaunch/klaunch.h"
 #include "klaunch/mla_prefill.h"
+#include "klaunch/mla_prefill_grid.h"
 #include "klaunch/paged_decode.h"
 #include "klaunch/record_backend.h"
 #include "klaunch/tensor_map.h"
