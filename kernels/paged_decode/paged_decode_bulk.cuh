@@ -192,34 +192,22 @@ struct paged_decode__bulk_sched_seed {
     }
 };
 
-/* The persistent schedule of the copy-engine kernels: the units' tiles laid
- * end to end KV head by KV head (every sequence's unit of KV head 0, then
- * of head 1, ...; an empty unit counts one tile and has no positions), not
- * sequence by sequence as in paged_decode_persist_gqa_mma.cu. WHY: a cache
- * block holds every KV head's rows side by side ([slot, kv head, d]), so a
- * unit reads 256 (bf16) or 128 (fp8) bytes of each 2 KiB / 1 KiB slot row.
- * Laid out head by head, blocks b, b + nt / H, b + 2 nt / H, ... (H KV
- * heads, nt a multiple of H, as kl_paged_decode_persist_ctas's unit-aligned
- * grids are) run the same sequence's positions at the same time, so the
- * DRAM sees whole slot rows read together; laid out sequence by sequence,
- * a block's successive units are one sequence's heads, and only a share
- * of each row's heads is in flight at once (measured for 1 x 32768, where
- * the split is head by head either way: 128 blocks, 16 a head at the same
- * offsets, 0.75 of copy; 132 blocks, offsets apart, 0.66: H200,
- * 2026-12-04).
- * Walked by every thread on its own (no shared plan between pieces): block
- * b's tiles [first, stop); x the next, in the unit (seq, kvh) that starts
- * at tile base (tiles long, window [wbegin, wend)); k the stream index of
- * the next piece's first tile (tiles with positions only). */
+/* The persistent schedule (paged_decode_persist_gqa_mma.cu's, walked by
+ * every thread on its own: no shared plan between pieces). Block b's tiles
+ * [first, stop) of all units' tiles laid end to end (an empty unit counts
+ * one tile and has no positions); x the next, at sequence seq whose units
+ * start at tile base (tiles each, window [wbegin, wend)); k the stream
+ * index of the next piece's first tile (tiles with positions only). */
 struct paged_decode__bulk_sched_persist {
     uint64_t first, stop, tq, x, base, k;
-    uint32_t tr, nt, seq, kvh, tiles, wbegin, wend;
-    uint32_t num_seqs, max_blocks_per_seq, block_size, sliding_window;
+    uint32_t tr, nt, seq, tiles, wbegin, wend;
+    uint32_t num_kv_heads, max_blocks_per_seq, block_size, sliding_window;
     const int32_t *seq_lens;
     __device__ __forceinline__ bool next(paged_decode__bulk_piece &p) {
         if (x >= stop) return false;
         const uint32_t T = tiles;
-        const uint64_t su = base, ue = su + T;
+        const uint32_t kvh = (uint32_t)((x - base) / T);
+        const uint64_t su = base + (uint64_t)kvh * T, ue = su + T;
         const uint64_t xe = ue < stop ? ue : stop;
         const uint32_t ta = (uint32_t)(x - su), tb = (uint32_t)(xe - su);
         p.seq = seq;
@@ -243,12 +231,9 @@ struct paged_decode__bulk_sched_persist {
         p.k0 = k;
         k += p.ntiles;
         x = xe;
-        if (xe < stop) { /* the unit is done and the block goes on: the next sequence, or head */
-            base = ue;
-            if (++seq == num_seqs) {
-                seq = 0u;
-                kvh += 1u;
-            }
+        if (kvh + 1u == num_kv_heads && xe < stop) {
+            base += (uint64_t)T * num_kv_heads;
+            seq += 1u;
             tiles = paged_decode__unit_tiles(seq_lens, seq, sliding_window, max_blocks_per_seq, block_size, &wbegin,
                                              &wend);
         }

@@ -68,8 +68,7 @@
  * PERSISTENT (paged_decode_persist_*_gqa_{bulk,tma}): the schedule of
  * paged_decode_persist_gqa_mma.cu (block b takes tiles [floor(b T / nt),
  * floor((b + 1) T / nt)) of all units; whole units to the output, cut
- * units as records merged by the last arrival; the units laid out KV head
- * by KV head, paged_decode_bulk.cuh says why), with three changes for the
+ * units as records merged by the last arrival), with three changes for the
  * 1 x 32768 shape's ~11.5 us of latency chains (docs/PERFORMANCE.md):
  *   - the producers stream the block's tiles across its pieces (they start
  *     the next unit's tiles while the consumers merge the last), so a
@@ -290,9 +289,9 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
         const uint32_t gnt = total < nb ? (uint32_t)total : nb;
         if (b < gnt && cap > gb) {
             const uint64_t x = paged_decode__cta_first(b, total / gnt, (uint32_t)(total % gnt), gnt);
-            const uint64_t unit = x / gt, ta = x - unit * gt; /* units head by head (the schedule) */
+            const uint64_t unit = x / gt, ta = x - unit * gt;
             const uint64_t lo = (gb / 16u + ta) * 16u;
-            spec_seq = (uint32_t)(unit % num_seqs);
+            spec_seq = (uint32_t)(unit / num_kv_heads);
             spec_page = (uint32_t)((lo > gb ? lo : gb) / block_size);
             paged_decode__bulk_spec_chunks(block_tables, spec_seq, spec_page, max_blocks_per_seq, &cur, &nxt);
         }
@@ -307,31 +306,12 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
     const uint32_t tr = (uint32_t)(total % nt);
     const uint64_t first = paged_decode__cta_first(b, tq, tr, nt);
     const uint64_t stop = paged_decode__cta_first(b + 1u, tq, tr, nt);
-    /* The units lie head by head (paged_decode__bulk_sched_persist): KV head
-     * first / S, then the sequence within that head's S tiles. */
-    const uint64_t per_head = total / num_kv_heads;
-    const uint32_t kvh0 = (uint32_t)(first / per_head);
-    paged_decode__persist_find<PAGED_DECODE__BULK_THREADS>(plan, first - (uint64_t)kvh0 * per_head, seq_lens,
-                                                            num_seqs, 1u, sliding_window, max_blocks_per_seq,
-                                                            block_size);
-    paged_decode__bulk_sched_persist sched{first,
-                                           stop,
-                                           tq,
-                                           first,
-                                           (uint64_t)kvh0 * per_head + plan.base,
-                                           0u,
-                                           tr,
-                                           nt,
-                                           plan.seq,
-                                           kvh0,
-                                           plan.tiles,
-                                           plan.wbegin,
-                                           plan.wend,
-                                           num_seqs,
-                                           max_blocks_per_seq,
-                                           block_size,
-                                           sliding_window,
-                                           seq_lens};
+    paged_decode__persist_find<PAGED_DECODE__BULK_THREADS>(plan, first, seq_lens, num_seqs, num_kv_heads,
+                                                            sliding_window, max_blocks_per_seq, block_size);
+    paged_decode__bulk_sched_persist sched{first,     stop,       tq,         plan.x,       plan.base,
+                                           0u,        tr,         nt,         plan.seq,     plan.tiles,
+                                           plan.wbegin, plan.wend, num_kv_heads, max_blocks_per_seq, block_size,
+                                           sliding_window, seq_lens};
     __syncthreads(); /* everyone has read the plan (its words are reused for the flag) */
 
     if (warp >= 8u) {

@@ -288,10 +288,10 @@ TEST_P(BulkEmulatedTest, PersistentCountersAlignmentAndManySequences) {
     for (int i = 0; i < 400; i++) c.seq_lens.push_back(static_cast<int32_t>(gen() % 20u));
     c.seed = seed++;
     run_case(width() == 8, c, 5);
-    // The copy-engine schedule lays the units out head by head: 3 KV heads
-    // of the 400 sequences over 7 blocks, so blocks start inside a head's
-    // run past the first 384 sequences and walk on from the last sequence
-    // of one head to the first of the next.
+    // 3 KV heads of the 400 sequences over 7 blocks: blocks start in the
+    // middle of a sequence's units past the first 384 sequences and walk on
+    // across sequences (and, under a head-by-head order, tried 2026-12-04
+    // and measured neutral, from one head to the next).
     c.num_kv_heads = 3;
     c.num_q_heads = 3 * width();
     c.seed = seed++;
