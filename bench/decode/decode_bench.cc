@@ -1,8 +1,9 @@
 // decode_bench: paged decode attention against the GPU's copy bandwidth.
 //
-//   decode_bench [--json FILE] [--runs N] [--only-gqa]
+//   decode_bench [--json FILE] [--runs N] [--only-gqa] [--only-fixed]
 //
 // --only-gqa: copy and the 32 x 4096 rows only (for a profiler's run).
+// --only-fixed: copy and the fixed-cost sweep only (the same).
 //
 // All kernel times are CUDA events around each run (cuEventRecord on the
 // legacy stream before and after), runs queued back to back, the median of
@@ -627,7 +628,7 @@ double gbps(uint64_t bytes, double us) { return bytes / (us * 1e3); }
 
 int main(int argc, char **argv) {
     const char *json_path = nullptr;
-    bool only_gqa = false;
+    bool only_gqa = false, only_fixed = false;
     for (int i = 1; i < argc; i++) {
         if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc)
             json_path = argv[++i];
@@ -635,8 +636,11 @@ int main(int argc, char **argv) {
             g_runs = std::max(3, std::atoi(argv[++i]));
         else if (std::strcmp(argv[i], "--only-gqa") == 0)
             only_gqa = true;
+        else if (std::strcmp(argv[i], "--only-fixed") == 0)
+            only_fixed = true;
         else
-            die(std::string("unknown argument ") + argv[i] + " (decode_bench [--json FILE] [--runs N] [--only-gqa])");
+            die(std::string("unknown argument ") + argv[i] +
+                " (decode_bench [--json FILE] [--runs N] [--only-gqa] [--only-fixed])");
     }
     init_decode_driver();
     char name[256] = "?";
@@ -856,6 +860,72 @@ int main(int argc, char **argv) {
         return r;
     };
 
+    // The fixed cost of a persistent launch (issue 21's 1 x 32768 miss).
+    auto fixed_sweep = [&]() {
+        if (!g_have_bulk) return;
+        // The fixed cost of one `_tma` persistent launch (issue 21's 1 x 32768
+        // miss): the time of 1 sequence at 2048 .. 32768 positions (every
+        // unit cut between blocks) and of 32 sequences at 256 .. 4096 (whole
+        // units at 128 blocks), at the rule's grid and at one block an SM,
+        // fitted to t = fixed + bytes / rate by least squares. The intercept
+        // is what a launch costs beyond streaming its bytes (launch, ramp,
+        // block merges, records, the last arrival's merge); the slope the
+        // streaming rate once it runs. Keys fixed_<seqs>_<type>_ctas<N>_*.
+        for (const uint32_t nseq : {1u, 32u}) {
+            for (const bool fp8 : {false, true}) {
+                const std::vector<uint32_t> lens = nseq == 1 ? std::vector<uint32_t>{2048, 4096, 8192, 16384, 32768}
+                                                             : std::vector<uint32_t>{256, 512, 1024, 2048, 4096};
+                const uint32_t r = kl_paged_decode_persist_ctas(nseq, kNkv, lens.back(), 0, sms);
+                // Beside the `_tma` launcher, the `_mma` persistent one (no PDL, no
+                // copy engine) at the rule's grid: which fixed cost is the copy-engine kernel's own.
+                for (const auto &[tma, nb] : {std::pair<bool, uint32_t>{true, r}, {true, sms}, {false, r}}) {
+                    const std::string k = "fixed_" + std::to_string(nseq) + (fp8 ? "_fp8" : "_bf16") +
+                                          (tma ? "" : "_mma") + "_ctas" + std::to_string(nb);
+                    std::vector<double> xs, ys;
+                    std::printf("fixed     %s: %u seqs, %s persistent at %u blocks:", fp8 ? "fp8 " : "bf16", nseq,
+                                tma ? "tma" : "_mma", nb);
+                    for (const uint32_t len : lens) {
+                        Problem p = make_problem(Shape{nseq, len, 0, fp8}, 2);
+                        const double us = median_us(
+                            [&](int run) {
+                                if (tma)
+                                    launch_bulk_persist(p, run, nb, true);
+                                else
+                                    launch_persist(p, run, nb);
+                            },
+                            g_mma_stream);
+                        check_persist_counters(p, k.c_str());
+                        xs.push_back(static_cast<double>(p.kv_bytes_read()));
+                        ys.push_back(us);
+                        std::printf(" %u: %.1f us", len, us);
+                        json_num(k + "_len" + std::to_string(len) + "_us", us);
+                    }
+                    double mx = 0, my = 0, sxx = 0, sxy = 0;
+                    for (size_t i = 0; i < xs.size(); i++) mx += xs[i] / xs.size(), my += ys[i] / ys.size();
+                    for (size_t i = 0; i < xs.size(); i++)
+                        sxx += (xs[i] - mx) * (xs[i] - mx), sxy += (xs[i] - mx) * (ys[i] - my);
+                    const double slope = sxy / sxx, fixed = my - slope * mx;  // us a byte, us
+                    const double rate = 1e-3 / slope;                          // GB/s
+                    std::printf("\n          fit: %.2f us fixed + bytes at %.0f GB/s (%.3f of copy)\n", fixed, rate,
+                                rate / copy_gbps);
+                    json_num(k + "_fixed_us", fixed);
+                    json_num(k + "_stream_gbps", rate);
+                    json_num(k + "_stream_fraction_of_copy", rate / copy_gbps);
+                }
+            }
+        }
+    };
+    if (only_fixed) {
+        fixed_sweep();
+        if (json_path != nullptr) {
+            FILE *f = std::fopen(json_path, "w");
+            if (f == nullptr) die(std::string("cannot write ") + json_path);
+            std::fprintf(f, "{\n%s\n}\n", g_json.str().c_str());
+            std::fclose(f);
+        }
+        return 0;
+    }
+
     double bf16_us = 0, fp8_us = 0, bf16_mma_us = 0, fp8_mma_us = 0, bf16_per_us = 0, fp8_per_us = 0;
     double bf16_bulk_us = 0, fp8_bulk_us = 0;
     bench_shape("gqa_bf16", Shape{32, 4096, 0, false}, sweep, &bf16_us, true, &bf16_mma_us, true, &bf16_per_us,
@@ -919,51 +989,7 @@ int main(int argc, char **argv) {
         bench_shape("long_seq_fp8", Shape{1, 32768, 0, true}, {12, r}, &dus, true, nullptr, true);
     }
 
-    if (g_have_bulk) {
-        // The fixed cost of one `_tma` persistent launch (issue 21's 1 x 32768
-        // miss): the time of 1 sequence at 2048 .. 32768 positions (every
-        // unit cut between blocks) and of 32 sequences at 256 .. 4096 (whole
-        // units at 128 blocks), at the rule's grid and at one block an SM,
-        // fitted to t = fixed + bytes / rate by least squares. The intercept
-        // is what a launch costs beyond streaming its bytes (launch, ramp,
-        // block merges, records, the last arrival's merge); the slope the
-        // streaming rate once it runs. Keys fixed_<seqs>_<type>_ctas<N>_*.
-        for (const uint32_t nseq : {1u, 32u}) {
-            for (const bool fp8 : {false, true}) {
-                const std::vector<uint32_t> lens = nseq == 1 ? std::vector<uint32_t>{2048, 4096, 8192, 16384, 32768}
-                                                             : std::vector<uint32_t>{256, 512, 1024, 2048, 4096};
-                const uint32_t r = kl_paged_decode_persist_ctas(nseq, kNkv, lens.back(), 0, sms);
-                for (const uint32_t nb : {r, sms}) {
-                    const std::string k = "fixed_" + std::to_string(nseq) + (fp8 ? "_fp8" : "_bf16") + "_ctas" +
-                                          std::to_string(nb);
-                    std::vector<double> xs, ys;
-                    std::printf("fixed     %s: %u seqs, tma persistent at %u blocks:", fp8 ? "fp8 " : "bf16", nseq,
-                                nb);
-                    for (const uint32_t len : lens) {
-                        Problem p = make_problem(Shape{nseq, len, 0, fp8}, 2);
-                        const double us =
-                            median_us([&](int run) { launch_bulk_persist(p, run, nb, true); }, g_mma_stream);
-                        check_persist_counters(p, k.c_str());
-                        xs.push_back(static_cast<double>(p.kv_bytes_read()));
-                        ys.push_back(us);
-                        std::printf(" %u: %.1f us", len, us);
-                        json_num(k + "_len" + std::to_string(len) + "_us", us);
-                    }
-                    double mx = 0, my = 0, sxx = 0, sxy = 0;
-                    for (size_t i = 0; i < xs.size(); i++) mx += xs[i] / xs.size(), my += ys[i] / ys.size();
-                    for (size_t i = 0; i < xs.size(); i++)
-                        sxx += (xs[i] - mx) * (xs[i] - mx), sxy += (xs[i] - mx) * (ys[i] - my);
-                    const double slope = sxy / sxx, fixed = my - slope * mx;  // us a byte, us
-                    const double rate = 1e-3 / slope;                          // GB/s
-                    std::printf("\n          fit: %.2f us fixed + bytes at %.0f GB/s (%.3f of copy)\n", fixed, rate,
-                                rate / copy_gbps);
-                    json_num(k + "_fixed_us", fixed);
-                    json_num(k + "_stream_gbps", rate);
-                    json_num(k + "_stream_fraction_of_copy", rate / copy_gbps);
-                }
-            }
-        }
-    }
+    fixed_sweep();
 
     std::vector<double> window_us;
     for (uint32_t len : {8192u, 16384u, 32768u}) {
