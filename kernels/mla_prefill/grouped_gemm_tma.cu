@@ -54,7 +54,10 @@
  *     the block's tiles j = w, w + 2, ... whole (rows 0-63 and 64-127 as two
  *     m64n128k16 chains, 128 fp32 registers a thread), 8 products a stage
  *     with the stage's release one stage behind (wait_group 1); a stage's
- *     empty mbarrier counts the 4 warps of the one warpgroup that reads it. WHY: with both
+ *     empty mbarrier counts the 4 warps of the one warpgroup that reads it.
+ *     Two turn mbarriers make the warpgroups take their products in tile
+ *     order (one issues a tile's, then the other the next tile's, while the
+ *     first stores): the stream's stages are read in order. WHY: with both
  *     warpgroups on one tile (as first built: 64 rows each) they reached
  *     the epilogue together and the tensor cores idled through it; ncu
  *     (k 128, 2026-12-04) put most warp samples on the consumers' own path
@@ -100,7 +103,7 @@ constexpr uint32_t SLAB = 64 * 128;             /* a C box: 64 rows x 64 bf16 */
 constexpr uint32_t STAGING = 2 * SLAB;          /* a consumer's 64 x 128 C tile */
 constexpr uint32_t OFF_S = 0;
 constexpr uint32_t OFF_C = OFF_S + STAGES * STAGE;      /* [consumer] staging tiles */
-constexpr uint32_t OFF_BAR = OFF_C + 2 * STAGING;       /* full[STAGES], empty[STAGES] */
+constexpr uint32_t OFF_BAR = OFF_C + 2 * STAGING;       /* full[STAGES], empty[STAGES], turn[2] */
 constexpr uint32_t SMEM = OFF_BAR + 128;
 
 static_assert(SMEM + 1024 == KL_SHARED_BYTES_grouped_gemm_tma, "the spec's shared_bytes: the layout and 1 KiB to align it");
@@ -108,7 +111,7 @@ static_assert(THREADS == KL_THREADS_grouped_gemm_tma, "two consumer warpgroups a
 static_assert(KL_TMAP_grouped_gemm_tma_a_map_BYTES == OPERAND && KL_TMAP_grouped_gemm_tma_b_map_BYTES == OPERAND,
               "one box is one operand's stage");
 static_assert(KL_TMAP_grouped_gemm_tma_c_map_BYTES == SLAB, "one C box is one staging slab");
-static_assert(2 * STAGES * 8 <= 128, "the mbarriers fit their 128 bytes");
+static_assert((2 * STAGES + 2) * 8 <= 128, "the mbarriers fit their 128 bytes");
 
 struct Tile {
     uint32_t n0, m0, gi;
@@ -151,13 +154,15 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
     const uint32_t tid = threadIdx.x, wg = tid >> 7;
     /* The swizzle pattern repeats every 1024 bytes of address: stages start on such a boundary. */
     const uint32_t sbase = (kl__mma_smem_addr(grouped_gemm_tma__smem) + 1023u) & ~1023u;
-    const uint32_t full = sbase + OFF_BAR, empty = full + 8u * STAGES;
+    const uint32_t full = sbase + OFF_BAR, empty = full + 8u * STAGES, turn = empty + 8u * STAGES;
 
     if (tid == 0u) {
         for (uint32_t s = 0; s < (uint32_t)STAGES; ++s) {
             kl__mbar_init(full + 8u * s, 1u);  /* the producer's expect_tx */
             kl__mbar_init(empty + 8u * s, 4u); /* an elected lane of each warp of the stage's consumer */
         }
+        kl__mbar_init(turn, 4u);      /* warpgroup 0 may run its products: warpgroup 1's 4 warps are done */
+        kl__mbar_init(turn + 8u, 4u); /* warpgroup 1 may: warpgroup 0's are done */
         kl__fence_proxy_async_shared(); /* the initialised mbarriers, to the copy engine */
     }
     __syncthreads();
@@ -189,8 +194,9 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
     const bool elected = kl__elect_one();
     const uint32_t stg = sbase + OFF_C + wg * STAGING;
     float acc0[64], acc1[64]; /* rows 0-63 and 64-127 of the tile */
-    uint64_t j = wg; /* the block's tile index: its k-steps are stream entries j * ktiles .. */
-    for (uint32_t u = blockIdx.x + wg * gridDim.x; u < total; u += 2u * gridDim.x, j += 2u) {
+    uint64_t j = wg;  /* the block's tile index: its k-steps are stream entries j * ktiles .. */
+    uint32_t mine = 0; /* this warpgroup's tiles done */
+    for (uint32_t u = blockIdx.x + wg * gridDim.x; u < total; u += 2u * gridDim.x, j += 2u, ++mine) {
         const Tile t = tile_at(u, ntn, ntm, g);
         /* Zeroed every tile, not only for k_g 0: the products read their
          * accumulators ("+f"), so without this the last tile's 128 values stay
@@ -198,6 +204,12 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
          * 39 of them (168 registers a thread at 384 threads). */
 #pragma unroll
         for (int i = 0; i < 64; ++i) acc0[i] = acc1[i] = 0.0f;
+        /* Its turn: the other warpgroup has issued the products of the tile
+         * before (j - 1). The two so take the stream's stages in order: a
+         * warpgroup never waits on a stage a whole ring ahead of the one the
+         * producer fills, where the mbarrier's parity could not tell the two
+         * rounds apart (k 512: 8 k-steps a tile, 6 stages). */
+        if (wg == 1u || mine > 0u) kl__mbar_wait(turn + 8u * wg, (wg == 0u ? mine - 1u : mine) & 1u);
         uint32_t prev = 0;
         for (uint32_t kt = 0; kt < ktiles; ++kt) {
             const uint64_t c = j * ktiles + kt;
@@ -222,6 +234,7 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
             }
             prev = s;
         }
+        if (elected) kl__mbar_arrive(turn + 8u * (1u - wg)); /* the other's turn (its products queue behind ours) */
         kl__wgmma_wait<0>(); /* unconditional: behind a branch, ptxas injected its own (C7517) */
         kl__wgmma_fence_operand(acc0);
         kl__wgmma_fence_operand(acc1);

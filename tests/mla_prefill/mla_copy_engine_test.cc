@@ -267,6 +267,40 @@ TEST_P(MlaCopyEngine, GemmMatchesFloat64Reference) {
 }
 
 // B_g = I: C_g is A_g exactly; A = I: C_g = B_g^T exactly.
+// Regression (H200, 2026-12-04): the first ping-pong build let the second
+// consumer warpgroup wait on its tile's stages while the producer was still a
+// whole ring behind (k_g 512: 8 k-steps a tile, 6 stages). An mbarrier's
+// parity cannot tell two rounds apart, so it read unfilled stages and the
+// launch failed (CUDA_ERROR_LAUNCH_FAILED at mla_bench's k 512 shape), while
+// every case above (at most one tile a block at k 512) passed. Here each
+// block takes many long-k tiles, both warpgroups in turn.
+TEST_P(MlaCopyEngine, GemmWarpgroupsTakeTurnsWhenATileHasMoreKStepsThanTheRing) {
+    kl_kernel k;
+    GET_OR_SKIP(kl_grouped_gemm_tma_get, &k);
+    const std::vector<GemmCase> cases = {
+        {1100, 3, 512, 128, 0, 0, 2},  // 27 tiles of 8 k-steps on 2 blocks
+        {700, 2, 456, 136, 8, 8, 3},   // 24 tiles of 8 k-steps (the last ragged) on 3 blocks
+        {4096, 8, 512, 128, 0, 0, 0},  // the o_lat @ w_uv^T shape's rows, 256 tiles on the SMs
+    };
+    uint32_t seed = 9700u + 100u * static_cast<uint32_t>(GetParam());
+    for (const GemmCase &c : cases) {
+        std::ostringstream name;
+        name << c;
+        SCOPED_TRACE(name.str());
+        const uint32_t a_stride = c.g * c.k_g + c.a_pad;
+        const std::vector<uint16_t> ah = random_bits(size_t{c.m} * a_stride, seed += 2, 1.0f),
+                                    bh = random_bits(size_t{c.g} * c.n_g * c.k_g, seed + 1, 1.0f);
+        const std::vector<uint16_t> got = run_gemm(&k, c, ah, bh);
+        const std::vector<double> ref = mla_ref::grouped_gemm(ah, bh, c.m, c.g, c.k_g, c.n_g, a_stride);
+        EXPECT_TRUE(close_to("C", got, ref, [&](size_t i) {
+            const size_t w = size_t{c.g} * c.n_g;
+            std::ostringstream s;
+            s << "[row " << i / w << ", group " << i % w / c.n_g << ", col " << i % c.n_g << "]";
+            return s.str();
+        }));
+    }
+}
+
 TEST_P(MlaCopyEngine, GemmIdentityOperandsCopyTheOtherExactly) {
     kl_kernel k;
     GET_OR_SKIP(kl_grouped_gemm_tma_get, &k);
