@@ -871,6 +871,22 @@ int main(int argc, char **argv) {
         // is what a launch costs beyond streaming its bytes (launch, ramp,
         // block merges, records, the last arrival's merge); the slope the
         // streaming rate once it runs. Keys fixed_<seqs>_<type>_ctas<N>_*.
+        // The floor: 1 sequence of 1 position (8 units of one tile: 8 blocks
+        // work, whole units, the rest leave after the scan) and of 256 (128
+        // tiles: one a block, every unit cut into 16 records), bf16, the
+        // rule's 128 blocks and one block an SM.
+        for (const uint32_t nb : {kl_paged_decode_persist_ctas(1, kNkv, 32768, 0, sms), sms}) {
+            for (const uint32_t len : {1u, 256u}) {
+                Problem p = make_problem(Shape{1, len, 0, false}, 2);
+                const double us = median_us([&](int run) { launch_bulk_persist(p, run, nb, true); }, g_mma_stream);
+                const double mus = median_us([&](int run) { launch_persist(p, run, nb); }, g_mma_stream);
+                check_persist_counters(p, "fixed floor");
+                std::printf("fixed     floor: 1 x %u at %u blocks: tma persistent %.1f us, _mma persistent %.1f us\n", len,
+                            nb, us, mus);
+                json_num("fixed_floor_len" + std::to_string(len) + "_ctas" + std::to_string(nb) + "_us", us);
+                json_num("fixed_floor_len" + std::to_string(len) + "_ctas" + std::to_string(nb) + "_mma_us", mus);
+            }
+        }
         for (const uint32_t nseq : {1u, 32u}) {
             for (const bool fp8 : {false, true}) {
                 const std::vector<uint32_t> lens = nseq == 1 ? std::vector<uint32_t>{2048, 4096, 8192, 16384, 32768}

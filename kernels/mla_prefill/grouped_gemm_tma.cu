@@ -50,36 +50,25 @@
  *     two tensor loads (A, B); the 6-stage ring (192 KiB) runs on across
  *     tiles, so the next tile's operands are in flight while this one is
  *     computed and stored. No other producer thread does anything.
- *   - Warpgroups 0 and 1 are the consumers, ping-pong: warpgroup w takes
- *     the block's tiles j = w, w + 2, ... whole (rows 0-63 and 64-127 as two
- *     m64n128k16 chains, 128 fp32 registers a thread), 8 products a stage
- *     with the stage's release one stage behind (wait_group 1); a stage's
- *     empty mbarrier counts the 4 warps of the one warpgroup that reads it.
- *     Two turn mbarriers make the warpgroups take their products in tile
- *     order (one issues a tile's, then the other the next tile's, while the
- *     first stores): the stream's stages are read in order. WHY: with both
- *     warpgroups on one tile (as first built: 64 rows each) they reached
- *     the epilogue together and the tensor cores idled through it; ncu
- *     (k 128, 2026-12-04) put most warp samples on the consumers' own path
- *     (HGMMA issue, wait_group, the epilogue's barriers), not on waits for
- *     data. Now one warpgroup's epilogue runs beside the other's products.
- *     Epilogue, 64 rows at a time: bf16 into a 128-byte-swizzle staging
- *     tile (two 64-column slabs, conflict-free stores), fence.proxy.async, a
- *     128-thread named barrier, two tensor stores by the warpgroup's first
- *     thread; one staging tile a consumer, reused after
- *     cp.async.bulk.wait_group.read 0. The ring is 6 stages: 4 (128 KiB)
- *     kept 0.75 (k 128) and 0.89 (k 512) of copy, where k 512's A alone
- *     (64 KiB of each 128 KiB in flight) is what Little's law asks of an SM
- *     at 2 us of loaded DRAM latency.
+ *   - Warpgroups 0 and 1 are the consumers: rows 64w .. 64w + 63 of the tile,
+ *     m64n128k16 (64 fp32 registers a thread), 4 products a stage with the
+ *     stage's release one stage behind (wait_group 1). Epilogue: bf16 into a
+ *     128-byte-swizzle staging tile (two 64-column slabs, conflict-free
+ *     stores), fence.proxy.async, a 128-thread named barrier, two tensor
+ *     stores by the warpgroup's first thread; one staging buffer a
+ *     consumer (cp.async.bulk.wait_group.read 0 before reuse: the last
+ *     tile's store has had the whole of this tile's products to read it),
+ *     so that the ring gets 6 stages: 4 (128 KiB) kept 0.75 (k 128) and
+ *     0.89 (k 512) of copy, where k 512's A alone (64 KiB of each 128 KiB
+ *     in flight) is what Little's law asks of an SM at 2 us of loaded DRAM
+ *     latency.
  *   - Persistent grid: block x takes tiles x, x + gridDim.x, ... of the
  *     (n tile, group, m tile) tiles in chunks of 16 groups (tile_at): a row
  *     tile's A is read by neighbouring blocks at the same time, from L2,
  *     and the blocks at work write C's rows in runs of 16 groups, not one.
  *   - Shared memory: 6 x 32 KiB stages + 2 x 16 KiB staging + 128 bytes of
- *     mbarriers + 1 KiB alignment = 230528 bytes (of 232448). Registers:
- *     128 accumulators, zeroed at each tile's start so that they are dead
- *     between tiles, and indices: 165 of the 168 a thread at 384 threads,
- *     no spills (no setmaxnreg: ptxas fits the consumers in 168).
+ *     mbarriers + 1 KiB alignment = 230528 bytes (of 232448). Registers: 64 accumulators
+ *     and indices (168 a thread at the block's 384 threads; no setmaxnreg).
  *   Predicted and measured: docs/PERFORMANCE.md ("Hopper MLA prefill on the
  *   copy engine").
  *
@@ -103,7 +92,7 @@ constexpr uint32_t SLAB = 64 * 128;             /* a C box: 64 rows x 64 bf16 */
 constexpr uint32_t STAGING = 2 * SLAB;          /* a consumer's 64 x 128 C tile */
 constexpr uint32_t OFF_S = 0;
 constexpr uint32_t OFF_C = OFF_S + STAGES * STAGE;      /* [consumer] staging tiles */
-constexpr uint32_t OFF_BAR = OFF_C + 2 * STAGING;       /* full[STAGES], empty[STAGES], turn[2] */
+constexpr uint32_t OFF_BAR = OFF_C + 2 * STAGING;       /* full[STAGES], empty[STAGES] */
 constexpr uint32_t SMEM = OFF_BAR + 128;
 
 static_assert(SMEM + 1024 == KL_SHARED_BYTES_grouped_gemm_tma, "the spec's shared_bytes: the layout and 1 KiB to align it");
@@ -111,7 +100,7 @@ static_assert(THREADS == KL_THREADS_grouped_gemm_tma, "two consumer warpgroups a
 static_assert(KL_TMAP_grouped_gemm_tma_a_map_BYTES == OPERAND && KL_TMAP_grouped_gemm_tma_b_map_BYTES == OPERAND,
               "one box is one operand's stage");
 static_assert(KL_TMAP_grouped_gemm_tma_c_map_BYTES == SLAB, "one C box is one staging slab");
-static_assert((2 * STAGES + 2) * 8 <= 128, "the mbarriers fit their 128 bytes");
+static_assert(2 * STAGES * 8 <= 128, "the mbarriers fit their 128 bytes");
 
 struct Tile {
     uint32_t n0, m0, gi;
@@ -154,15 +143,13 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
     const uint32_t tid = threadIdx.x, wg = tid >> 7;
     /* The swizzle pattern repeats every 1024 bytes of address: stages start on such a boundary. */
     const uint32_t sbase = (kl__mma_smem_addr(grouped_gemm_tma__smem) + 1023u) & ~1023u;
-    const uint32_t full = sbase + OFF_BAR, empty = full + 8u * STAGES, turn = empty + 8u * STAGES;
+    const uint32_t full = sbase + OFF_BAR, empty = full + 8u * STAGES;
 
     if (tid == 0u) {
         for (uint32_t s = 0; s < (uint32_t)STAGES; ++s) {
             kl__mbar_init(full + 8u * s, 1u);  /* the producer's expect_tx */
-            kl__mbar_init(empty + 8u * s, 4u); /* an elected lane of each warp of the stage's consumer */
+            kl__mbar_init(empty + 8u * s, 8u); /* an elected lane of each consumer warp */
         }
-        kl__mbar_init(turn, 4u);      /* warpgroup 0 may run its products: warpgroup 1's 4 warps are done */
-        kl__mbar_init(turn + 8u, 4u); /* warpgroup 1 may: warpgroup 0's are done */
         kl__fence_proxy_async_shared(); /* the initialised mbarriers, to the copy engine */
     }
     __syncthreads();
@@ -189,44 +176,28 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
         return;
     }
 
-    /* ---- consumers: warpgroup w computes the block's tiles j = w, w + 2, ... whole (ping-pong) ---- */
+    /* ---- consumers: rows 64 wg .. 64 wg + 63 of each tile ---- */
     const uint32_t tw = tid & 127u, w4 = tw >> 5, lane = tid & 31u, gq = lane >> 2, q = lane & 3u;
     const bool elected = kl__elect_one();
-    const uint32_t stg = sbase + OFF_C + wg * STAGING;
-    float acc0[64], acc1[64]; /* rows 0-63 and 64-127 of the tile */
-    uint64_t j = wg;  /* the block's tile index: its k-steps are stream entries j * ktiles .. */
-    uint32_t mine = 0; /* this warpgroup's tiles done */
-    for (uint32_t u = blockIdx.x + wg * gridDim.x; u < total; u += 2u * gridDim.x, j += 2u, ++mine) {
+    float acc[64];
+    uint32_t c = 0; /* k-stages consumed */
+    for (uint32_t u = blockIdx.x; u < total; u += gridDim.x) {
         const Tile t = tile_at(u, ntn, ntm, g);
-        /* Zeroed every tile, not only for k_g 0: the products read their
-         * accumulators ("+f"), so without this the last tile's 128 values stay
-         * live through the epilogue and the tile's set-up, and ptxas spilled
-         * 39 of them (168 registers a thread at 384 threads). */
+        if (ktiles == 0u) {
 #pragma unroll
-        for (int i = 0; i < 64; ++i) acc0[i] = acc1[i] = 0.0f;
-        /* Its turn: the other warpgroup has issued the products of the tile
-         * before (j - 1). The two so take the stream's stages in order: a
-         * warpgroup never waits on a stage a whole ring ahead of the one the
-         * producer fills, where the mbarrier's parity could not tell the two
-         * rounds apart (k 512: 8 k-steps a tile, 6 stages). */
-        if (wg == 1u || mine > 0u) kl__mbar_wait(turn + 8u * wg, (wg == 0u ? mine - 1u : mine) & 1u);
+            for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+        }
         uint32_t prev = 0;
-        for (uint32_t kt = 0; kt < ktiles; ++kt) {
-            const uint64_t c = j * ktiles + kt;
-            const uint32_t s = (uint32_t)(c % (uint32_t)STAGES);
-            kl__mbar_wait(full + 8u * s, (uint32_t)((c / (uint32_t)STAGES) & 1u));
-            const uint32_t a_tile = sbase + OFF_S + s * STAGE, b_tile = a_tile + OPERAND;
-            kl__wgmma_fence_operand(acc0);
-            kl__wgmma_fence_operand(acc1);
+        for (uint32_t kt = 0; kt < ktiles; ++kt, ++c) {
+            const uint32_t s = c % (uint32_t)STAGES;
+            kl__mbar_wait(full + 8u * s, (c / (uint32_t)STAGES) & 1u);
+            const uint32_t a_tile = sbase + OFF_S + s * STAGE + wg * 64u * 128u, b_tile = sbase + OFF_S + s * STAGE + OPERAND;
+            kl__wgmma_fence_operand(acc);
             kl__wgmma_fence();
 #pragma unroll
-            for (uint32_t kk = 0; kk < 4u; ++kk) {
-                const uint64_t bd = kl__wgmma_desc(b_tile + kk * 32u, 16u, 1024u);
-                const uint32_t acc_in = (kt | kk) != 0u ? 1u : 0u;
-                kl__wgmma_bf16_ss<128, 0>(acc0, kl__wgmma_desc(a_tile + kk * 32u, 16u, 1024u), bd, acc_in);
-                kl__wgmma_bf16_ss<128, 0>(acc1, kl__wgmma_desc(a_tile + 64u * 128u + kk * 32u, 16u, 1024u), bd,
-                                          acc_in);
-            }
+            for (uint32_t kk = 0; kk < 4u; ++kk)
+                kl__wgmma_bf16_ss<128, 0>(acc, kl__wgmma_desc(a_tile + kk * 32u, 16u, 1024u),
+                                          kl__wgmma_desc(b_tile + kk * 32u, 16u, 1024u), (kt | kk) != 0u ? 1u : 0u);
             kl__wgmma_commit();
             if (kt > 0u) {
                 kl__wgmma_wait<1>(); /* the stage before is read */
@@ -234,38 +205,32 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
             }
             prev = s;
         }
-        if (elected) kl__mbar_arrive(turn + 8u * (1u - wg)); /* the other's turn (its products queue behind ours) */
         kl__wgmma_wait<0>(); /* unconditional: behind a branch, ptxas injected its own (C7517) */
-        kl__wgmma_fence_operand(acc0);
-        kl__wgmma_fence_operand(acc1);
+        kl__wgmma_fence_operand(acc);
         if (ktiles > 0u && elected) kl__mbar_arrive(empty + 8u * prev);
-        /* ---- epilogue, while the other warpgroup's products run: rows 64 h .. 64 h + 63 (acc0, then
-         * acc1: h is a constant in each unrolled copy) through the staging tile, two tensor stores ---- */
+
+        /* ---- epilogue: bf16 into this consumer's staging buffer, two tensor stores ---- */
+        const uint32_t stg = sbase + OFF_C + wg * STAGING;
+        if (tw == 0u) kl__bulk_wait_group_read<0>(); /* the last tile's store has read this buffer */
+        kl__mma_bar_sync(1u + wg, 128u);
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            if (tw == 0u) kl__bulk_wait_group_read<0>(); /* the last store has read the staging tile */
-            kl__mma_bar_sync(1u + wg, 128u);
-#pragma unroll
-            for (int i = 0; i < 16; ++i) {
-                const uint32_t slab = stg + (uint32_t)(i >> 3) * SLAB, chunk = (uint32_t)(i & 7);
-                const uint32_t r = w4 * 16u + gq;
-                const float *acc = h == 0 ? acc0 : acc1;
-                kl__mma_st_shared_u32(slab + r * 128u + ((chunk ^ (r & 7u)) << 4) + 4u * q,
-                                      kl__mma_pack_bf16(acc[4 * i], acc[4 * i + 1]));
-                kl__mma_st_shared_u32(slab + (r + 8u) * 128u + ((chunk ^ ((r + 8u) & 7u)) << 4) + 4u * q,
-                                      kl__mma_pack_bf16(acc[4 * i + 2], acc[4 * i + 3]));
+        for (int i = 0; i < 16; ++i) {
+            const uint32_t slab = stg + (uint32_t)(i >> 3) * SLAB, chunk = (uint32_t)(i & 7);
+            const uint32_t r = w4 * 16u + gq;
+            kl__mma_st_shared_u32(slab + r * 128u + ((chunk ^ (r & 7u)) << 4) + 4u * q,
+                                  kl__mma_pack_bf16(acc[4 * i], acc[4 * i + 1]));
+            kl__mma_st_shared_u32(slab + (r + 8u) * 128u + ((chunk ^ ((r + 8u) & 7u)) << 4) + 4u * q,
+                                  kl__mma_pack_bf16(acc[4 * i + 2], acc[4 * i + 3]));
+        }
+        kl__fence_proxy_async_shared(); /* the staging tile, to the copy engine */
+        kl__mma_bar_sync(1u + wg, 128u);
+        if (tw == 0u) {
+            const uint32_t row = t.m0 + 64u * wg;
+            if (row < m) {
+                kl__tma_store_3d(&c_map, (int32_t)t.n0, (int32_t)t.gi, (int32_t)row, stg);
+                if (t.n0 + 64u < n_g) kl__tma_store_3d(&c_map, (int32_t)(t.n0 + 64u), (int32_t)t.gi, (int32_t)row, stg + SLAB);
             }
-            kl__fence_proxy_async_shared(); /* the staging tile, to the copy engine */
-            kl__mma_bar_sync(1u + wg, 128u);
-            if (tw == 0u) {
-                const uint32_t row = t.m0 + 64u * (uint32_t)h;
-                if (row < m) {
-                    kl__tma_store_3d(&c_map, (int32_t)t.n0, (int32_t)t.gi, (int32_t)row, stg);
-                    if (t.n0 + 64u < n_g)
-                        kl__tma_store_3d(&c_map, (int32_t)(t.n0 + 64u), (int32_t)t.gi, (int32_t)row, stg + SLAB);
-                }
-                kl__bulk_commit_group();
-            }
+            kl__bulk_commit_group();
         }
     }
     if (tw == 0u) kl__bulk_wait_group<0>(); /* the block's shared memory outlives its stores */

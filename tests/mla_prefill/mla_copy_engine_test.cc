@@ -267,14 +267,15 @@ TEST_P(MlaCopyEngine, GemmMatchesFloat64Reference) {
 }
 
 // B_g = I: C_g is A_g exactly; A = I: C_g = B_g^T exactly.
-// Regression (H200, 2026-12-04): the first ping-pong build let the second
-// consumer warpgroup wait on its tile's stages while the producer was still a
-// whole ring behind (k_g 512: 8 k-steps a tile, 6 stages). An mbarrier's
-// parity cannot tell two rounds apart, so it read unfilled stages and the
-// launch failed (CUDA_ERROR_LAUNCH_FAILED at mla_bench's k 512 shape), while
-// every case above (at most one tile a block at k 512) passed. Here each
-// block takes many long-k tiles, both warpgroups in turn.
-TEST_P(MlaCopyEngine, GemmWarpgroupsTakeTurnsWhenATileHasMoreKStepsThanTheRing) {
+// Regression (H200, 2026-12-04): a ping-pong build (consumer warpgroups on
+// alternate tiles, since reverted as slower) let the second warpgroup wait
+// on its tile's stages while the producer was a whole ring behind (k_g 512:
+// 8 k-steps a tile, 6 stages); an mbarrier's parity cannot tell two rounds
+// apart, so it read unfilled stages and the launch failed
+// (CUDA_ERROR_LAUNCH_FAILED at mla_bench's k 512 shape), while every case
+// above (at most one tile a block at k 512) passed. Here each block takes
+// many long-k tiles.
+TEST_P(MlaCopyEngine, GemmManyTilesABlockWithMoreKStepsThanTheRing) {
     kl_kernel k;
     GET_OR_SKIP(kl_grouped_gemm_tma_get, &k);
     const std::vector<GemmCase> cases = {
