@@ -414,28 +414,22 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
     std::printf("  check: %s vs mma GEMM (first %u rows), ||diff|| / ||mma|| = %.2e\n", name.c_str(),
                 std::min(m, 256u), diff);
     if (!(diff < 1e-2)) die("the copy-engine grouped GEMM disagrees with the mma.sync one");
-    const double us = median_us(
-        [&](int run) {
-            const size_t s = static_cast<size_t>(run) % nsets;
-            ok(kl_grouped_gemm_tma(&k, &am[s], &bm[s], &cm, m, g, kg, ng, ctas, nullptr), name.c_str());
-        },
-        g_runs, 3);
-    std::ostringstream what;
-    what << "m " << m << ", g " << g << ", k_g " << kg << ", n_g " << ng << ", " << ctas
-         << " persistent blocks (kl_grouped_gemm_tma_ctas), " << nsets << " input sets";
-    report(name, what.str(), us, 2.0 * m * g * kg * ng, double(a_bytes + b_bytes + c_bytes));
-    // Beside it, one block an SM (what the balanced count is measured against).
-    const uint32_t sms = sm_count();
-    const double us_sms = median_us(
-        [&](int run) {
-            const size_t s = static_cast<size_t>(run) % nsets;
-            ok(kl_grouped_gemm_tma(&k, &am[s], &bm[s], &cm, m, g, kg, ng, sms, nullptr), name.c_str());
-        },
-        g_runs, 3);
-    std::ostringstream what_sms;
-    what_sms << "m " << m << ", g " << g << ", k_g " << kg << ", n_g " << ng << ", " << sms
-             << " persistent blocks (the SM count), " << nsets << " input sets";
-    report(name + "_sms", what_sms.str(), us_sms, 2.0 * m * g * kg * ng, double(a_bytes + b_bytes + c_bytes));
+    // At kl_grouped_gemm_tma_ctas's grid (the row `name`) and, beside it, one
+    // block an SM (`name`_sms: what the balanced count is measured against).
+    auto run_at = [&](uint32_t blocks, const std::string &row, const char *why) {
+        const double us = median_us(
+            [&](int run) {
+                const size_t s = static_cast<size_t>(run) % nsets;
+                ok(kl_grouped_gemm_tma(&k, &am[s], &bm[s], &cm, m, g, kg, ng, blocks, nullptr), row.c_str());
+            },
+            g_runs, 3);
+        std::ostringstream what;
+        what << "m " << m << ", g " << g << ", k_g " << kg << ", n_g " << ng << ", " << blocks << " persistent blocks ("
+             << why << "), " << nsets << " input sets";
+        report(row, what.str(), us, 2.0 * m * g * kg * ng, double(a_bytes + b_bytes + c_bytes));
+    };
+    run_at(ctas, name, "kl_grouped_gemm_tma_ctas");
+    run_at(sm_count(), name + "_sms", "the SM count");
 }
 
 // The five data-movement launchers (deepseek_v4_flash shapes: 128 heads,

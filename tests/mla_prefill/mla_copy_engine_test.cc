@@ -235,6 +235,26 @@ std::vector<uint16_t> run_gemm(const kl_kernel *k, const GemmCase &c, const std:
     return groups;
 }
 
+// Each case on fresh random operands (seeds from `seed` on) against the float64 reference.
+void expect_gemm_cases(const kl_kernel *k, const std::vector<GemmCase> &cases, uint32_t seed) {
+    for (const GemmCase &c : cases) {
+        std::ostringstream name;
+        name << c;
+        SCOPED_TRACE(name.str());
+        const uint32_t a_stride = c.g * c.k_g + c.a_pad;
+        const std::vector<uint16_t> ah = random_bits(size_t{c.m} * a_stride, seed += 2, 1.0f),
+                                    bh = random_bits(size_t{c.g} * c.n_g * c.k_g, seed + 1, 1.0f);
+        const std::vector<uint16_t> got = run_gemm(k, c, ah, bh);
+        const std::vector<double> ref = mla_ref::grouped_gemm(ah, bh, c.m, c.g, c.k_g, c.n_g, a_stride);
+        EXPECT_TRUE(close_to("C", got, ref, [&](size_t i) {
+            const size_t w = size_t{c.g} * c.n_g;
+            std::ostringstream s;
+            s << "[row " << i / w << ", group " << i % w / c.n_g << ", col " << i % c.n_g << "]";
+            return s.str();
+        }));
+    }
+}
+
 TEST_P(MlaCopyEngine, GemmMatchesFloat64Reference) {
     kl_kernel k;
     GET_OR_SKIP(kl_grouped_gemm_tma_get, &k);
@@ -247,23 +267,8 @@ TEST_P(MlaCopyEngine, GemmMatchesFloat64Reference) {
         {130, 2, 200, 72, 0, 0, 3},   // k_g past the stages, a partial n tile
         {1100, 2, 200, 136, 0, 8, 7}, // 9 m tiles x 2 n tiles x 2 groups on 7 blocks
     };
-    uint32_t seed = 9500u + 100u * static_cast<uint32_t>(GetParam());
-    for (const GemmCase &c : cases) {
-        std::ostringstream name;
-        name << c;
-        SCOPED_TRACE(name.str());
-        const uint32_t a_stride = c.g * c.k_g + c.a_pad;
-        const std::vector<uint16_t> ah = random_bits(size_t{c.m} * a_stride, seed += 2, 1.0f),
-                                    bh = random_bits(size_t{c.g} * c.n_g * c.k_g, seed + 1, 1.0f);
-        const std::vector<uint16_t> got = run_gemm(&k, c, ah, bh);
-        const std::vector<double> ref = mla_ref::grouped_gemm(ah, bh, c.m, c.g, c.k_g, c.n_g, a_stride);
-        EXPECT_TRUE(close_to("C", got, ref, [&](size_t i) {
-            const size_t w = size_t{c.g} * c.n_g;
-            std::ostringstream s;
-            s << "[row " << i / w << ", group " << i % w / c.n_g << ", col " << i % c.n_g << "]";
-            return s.str();
-        }));
-    }
+    const uint32_t seed = 9500u + 100u * static_cast<uint32_t>(GetParam());
+    expect_gemm_cases(&k, cases, seed);
 }
 
 // B_g = I: C_g is A_g exactly; A = I: C_g = B_g^T exactly.
@@ -283,23 +288,8 @@ TEST_P(MlaCopyEngine, GemmManyTilesABlockWithMoreKStepsThanTheRing) {
         {700, 2, 456, 136, 8, 8, 3},   // 24 tiles of 8 k-steps (the last ragged) on 3 blocks
         {4096, 8, 512, 128, 0, 0, 0},  // the o_lat @ w_uv^T shape's rows, 256 tiles on the SMs
     };
-    uint32_t seed = 9700u + 100u * static_cast<uint32_t>(GetParam());
-    for (const GemmCase &c : cases) {
-        std::ostringstream name;
-        name << c;
-        SCOPED_TRACE(name.str());
-        const uint32_t a_stride = c.g * c.k_g + c.a_pad;
-        const std::vector<uint16_t> ah = random_bits(size_t{c.m} * a_stride, seed += 2, 1.0f),
-                                    bh = random_bits(size_t{c.g} * c.n_g * c.k_g, seed + 1, 1.0f);
-        const std::vector<uint16_t> got = run_gemm(&k, c, ah, bh);
-        const std::vector<double> ref = mla_ref::grouped_gemm(ah, bh, c.m, c.g, c.k_g, c.n_g, a_stride);
-        EXPECT_TRUE(close_to("C", got, ref, [&](size_t i) {
-            const size_t w = size_t{c.g} * c.n_g;
-            std::ostringstream s;
-            s << "[row " << i / w << ", group " << i % w / c.n_g << ", col " << i % c.n_g << "]";
-            return s.str();
-        }));
-    }
+    const uint32_t seed = 9700u + 100u * static_cast<uint32_t>(GetParam());
+    expect_gemm_cases(&k, cases, seed);
 }
 
 TEST_P(MlaCopyEngine, GemmIdentityOperandsCopyTheOtherExactly) {
