@@ -588,12 +588,24 @@ void global_checked(uint32_t tid, uintptr_t a, size_t n, size_t align, bool writ
                     format("global %s of %zu bytes at %#lx, which is not %zu-byte aligned", op, n, (unsigned long)a,
                            align));
     if (buffer_access(tid, a, n, write)) return;
-    if (s.dyn != nullptr && a + 4096 > (uintptr_t)s.dyn && a < (uintptr_t)s.dyn + s.dyn_size + 4096)
-        raise_fault(FaultKind::kSharedOutOfBounds, tid, a,
-                    format("%s of %zu bytes at dynamic shared offset %ld, outside the %u bytes of the launch", op, n,
-                           (long)(a - (uintptr_t)s.dyn), s.dyn_size));
-    // Name the nearest buffer when the access is just outside one.
+    // Near the block's shared memory or near a registered buffer: the nearer
+    // one names the fault. Both are heap allocations, so an access just past
+    // a buffer can lie within 4096 bytes of the shared memory too (regression:
+    // EmuTmaOperands.MapOverrunningItsBufferFaultsNamingTheBuffer reported a
+    // shared-memory fault wherever the heap put the two side by side).
     auto it = s.buffers.upper_bound(a);
+    uint64_t to_buffer = UINT64_MAX;
+    if (it != s.buffers.begin() && a >= std::prev(it)->second.begin) to_buffer = a - std::prev(it)->second.end;
+    if (it != s.buffers.end()) to_buffer = std::min<uint64_t>(to_buffer, it->second.begin - a);
+    if (s.dyn != nullptr && a + 4096 > (uintptr_t)s.dyn && a < (uintptr_t)s.dyn + s.dyn_size + 4096) {
+        const uintptr_t lo = (uintptr_t)s.dyn, hi = lo + s.dyn_size;
+        const uint64_t to_shared = a < lo ? lo - a : a - hi;
+        if (to_shared < to_buffer)
+            raise_fault(FaultKind::kSharedOutOfBounds, tid, a,
+                        format("%s of %zu bytes at dynamic shared offset %ld, outside the %u bytes of the launch", op,
+                               n, (long)(a - (uintptr_t)s.dyn), s.dyn_size));
+    }
+    // Name the nearest buffer when the access is just outside one.
     if (it != s.buffers.begin()) {
         const Buf &b = std::prev(it)->second;
         if (a >= b.begin && a < b.end + 4096)

@@ -38,7 +38,8 @@
 //     multiple of 8, at most 255, and the pool is that times the threads.
 //   - transactions (cp.async.bulk and cp.async.bulk.tensor loads,
 //     tests/emu/sm90_tma.cc): a copy issued on an mbarrier is in flight
-//     until a thread waits on that mbarrier (any parity); the wait lands
+//     until a thread waits on that mbarrier for the phase in progress (a
+//     wait on the phase before passes at once and lands nothing); the wait lands
 //     every copy in flight on it, in issue order: its data are written as
 //     its issuer's, released into the phase in progress as the issuer's
 //     (sync_release_as), and its bytes are a complete_tx on that phase
@@ -234,8 +235,16 @@ extern "C" void kl_emu_sm90_mbarrier_expect_tx(uint32_t addr, uint32_t tx) {
 extern "C" void kl_emu_sm90_mbarrier_wait_parity(uint32_t addr, uint32_t parity) {
     Mbar &m = object(addr, "mbarrier.try_wait.parity", true);
     parity &= 1u;
-    // Copies issued while this thread waits land at its next look.
+    // A wait on the parity of the phase before the one in progress passes at
+    // once and lands nothing, as on the GPU: a waiter a whole ring ahead of
+    // the producer (same parity, two rounds apart) reads stages still in
+    // flight, or not yet issued. Otherwise copies issued while this thread
+    // waits land at its next look. (Landing first, as this emulator once
+    // did, completed the phase in progress and so turned such a waiter's
+    // wait into the right one: it hid a grouped_gemm_tma ping-pong bug that
+    // failed on an H200.)
     wait_until([&m, addr, parity]() {
+                   if ((m.phase & 1u) != parity) return true;
                    land(m, addr);
                    return (m.phase & 1u) != parity;
                },

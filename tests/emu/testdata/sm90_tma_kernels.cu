@@ -198,6 +198,48 @@ extern "C" __global__ void emu_test_tma_ring(const __grid_constant__ CUtensorMap
     }
 }
 
+/* Two consumers on a 2-stage ring of 4 items: thread 0 takes items 0 and 1,
+ * thread 64 items 2 and 3 (stage i % 2, round i / 2), each waiting on its
+ * item's full phase; thread 32 produces in order behind the empty barriers
+ * (count 1: the item's consumer). With ahead_ok == 0 thread 64 first waits
+ * for thread 0's release of the item two before (what keeps a waiter within
+ * one round of the producer); with ahead_ok != 0 it does not, so its wait
+ * for item 2 (stage 0, parity 1) comes while stage 0's first phase is in
+ * progress, passes at once, and reads a stage still in flight. */
+extern "C" __global__ void emu_test_tma_two_consumers(const __grid_constant__ CUtensorMap map, uint4 *out,
+                                                      uint32_t ahead_ok) {
+    KL_DYNAMIC_SHARED(smem, 1024);
+    const uint32_t base = (uint32_t)__cvta_generic_to_shared(smem);
+    const uint32_t full = base, empty = base + 16u, turn = base + 32u, ring = base + 1024u;
+    const uint32_t t = threadIdx.x;
+    if (t == 0u) {
+        for (uint32_t s = 0; s < 2u; ++s) {
+            kl__mbar_init(full + 8u * s, 1u);
+            kl__mbar_init(empty + 8u * s, 1u);
+        }
+        kl__mbar_init(turn, 1u);
+    }
+    __syncthreads();
+    if (t == 32u) {
+        for (uint32_t i = 0; i < 4u; ++i) {
+            const uint32_t s = i % 2u, n = i / 2u;
+            if (n > 0u) kl__mbar_wait(empty + 8u * s, (n - 1u) & 1u);
+            kl__mbar_arrive_expect_tx(full + 8u * s, 512u);
+            kl__tma_load_2d(ring + 512u * s, &map, 0, (int32_t)(4u * i), full + 8u * s);
+        }
+    } else if (t == 0u || t == 64u) {
+        const uint32_t first = t == 0u ? 0u : 2u;
+        if (t == 64u && !ahead_ok) kl__mbar_wait(turn, 0u);
+        for (uint32_t i = first; i < first + 2u; ++i) {
+            const uint32_t s = i % 2u, n = i / 2u;
+            kl__mbar_wait(full + 8u * s, n & 1u);
+            for (uint32_t w = 0; w < 32u; ++w) out[i * 32u + w] = kl__ld_shared_v4(ring + 512u * s + 16u * w);
+            kl__mbar_arrive(empty + 8u * s);
+        }
+        if (t == 0u) kl__mbar_arrive(turn);
+    }
+}
+
 /* prefetch.tensormap of the parameter (p == NULL) or of p. */
 extern "C" __global__ void emu_test_tma_prefetch(const __grid_constant__ CUtensorMap map, const void *p,
                                                  uint32_t shared_operand) {
