@@ -199,40 +199,29 @@ struct paged_decode__bulk_sched_seed {
  * start at tile base (tiles each, window [wbegin, wend)); k the stream
  * index of the next piece's first tile (tiles with positions only). */
 struct paged_decode__bulk_sched_persist {
-    uint64_t first, stop, tq, x, base, k;
-    uint32_t tr, nt, seq, tiles, wbegin, wend;
+    paged_decode__persist_share sh;
+    uint64_t x, base, k;
+    uint32_t seq, tiles, wbegin, wend;
     uint32_t num_kv_heads, max_blocks_per_seq, block_size, sliding_window;
     const int32_t *seq_lens;
     __device__ __forceinline__ bool next(paged_decode__bulk_piece &p) {
-        if (x >= stop) return false;
-        const uint32_t T = tiles;
-        const uint32_t kvh = (uint32_t)((x - base) / T);
-        const uint64_t su = base + (uint64_t)kvh * T, ue = su + T;
-        const uint64_t xe = ue < stop ? ue : stop;
-        const uint32_t ta = (uint32_t)(x - su), tb = (uint32_t)(xe - su);
+        if (x >= sh.stop) return false;
+        const paged_decode__persist_piece q = paged_decode__persist_piece_of(x, sh.stop, sh.first, base, tiles, wbegin, wend);
         p.seq = seq;
-        p.kvh = kvh;
-        p.su = su;
-        p.ue = ue;
-        p.whole = ta == 0u && tb == T ? 1u : 0u;
-        p.slot = su <= first ? 0u : 1u; /* the block's first piece: slot 0 */
-        if (wbegin < wend) {
-            const uint32_t t0w = wbegin / 16u;
-            const uint64_t lo = (uint64_t)(t0w + ta) * 16u, hi = (uint64_t)(t0w + tb) * 16u;
-            p.pb = lo > wbegin ? (uint32_t)lo : wbegin;
-            p.pe = hi < wend ? (uint32_t)hi : wend;
-            p.t0 = t0w + ta;
-            p.ntiles = tb - ta;
-        } else {
-            p.pb = p.pe = wbegin;
-            p.t0 = wbegin / 16u;
-            p.ntiles = 0u;
-        }
+        p.kvh = q.kvh;
+        p.su = q.su;
+        p.ue = q.ue;
+        p.whole = q.whole;
+        p.slot = q.slot;
+        p.pb = q.pb;
+        p.pe = q.pe;
+        p.t0 = q.t0;
+        p.ntiles = q.ntiles;
         p.k0 = k;
         k += p.ntiles;
-        x = xe;
-        if (kvh + 1u == num_kv_heads && xe < stop) {
-            base += (uint64_t)T * num_kv_heads;
+        x = q.xe;
+        if (q.kvh + 1u == num_kv_heads && q.xe < sh.stop) {
+            base += (uint64_t)tiles * num_kv_heads;
             seq += 1u;
             tiles = paged_decode__unit_tiles(seq_lens, seq, sliding_window, max_blocks_per_seq, block_size, &wbegin,
                                              &wend);

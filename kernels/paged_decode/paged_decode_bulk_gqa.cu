@@ -159,9 +159,9 @@ struct paged_decode__bulk_dest {
  * masked), then combines them in block order. */
 template <int NH, bool VEC>
 static __device__ __forceinline__ void paged_decode__bulk_merge_records(const float *workspace, __nv_bfloat16 *orow,
-                                                                        uint32_t nb, uint32_t nt, uint64_t q,
-                                                                        uint32_t r, uint64_t su, uint32_t b0,
-                                                                        uint32_t b1) {
+                                                                        uint32_t nb,
+                                                                        const paged_decode__persist_share &sh,
+                                                                        uint64_t su, uint32_t b0, uint32_t b1) {
     constexpr int V = NH * 128 / PAGED_DECODE__THREADS;
     constexpr int RB = 16;
     static_assert(V >= 1 && NH * 128 == V * PAGED_DECODE__THREADS, "the consumers split a unit's rows evenly");
@@ -177,7 +177,7 @@ static __device__ __forceinline__ void paged_decode__bulk_merge_records(const fl
 #pragma unroll
         for (int j = 0; j < RB; ++j) {
             const uint32_t bb = c + (uint32_t)j <= b1 ? c + (uint32_t)j : b1;
-            const uint32_t rec = bb * 2u + (su <= paged_decode__cta_first(bb, q, r, nt) ? 0u : 1u);
+            const uint32_t rec = bb * 2u + (su <= paged_decode__cta_first(bb, sh.tq, sh.tr, sh.nt) ? 0u : 1u);
             const uint64_t at = (uint64_t)rec * NH + h;
             mj[j] = __ldcg(ml + 2u * at);
             lj[j] = __ldcg(ml + 2u * at + 1u);
@@ -300,18 +300,14 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
     /* All tiles, the block's share, and the sequence of its first tile. */
     const uint64_t total = paged_decode__persist_total<PAGED_DECODE__BULK_THREADS>(
         plan, seq_lens, num_seqs, num_kv_heads, sliding_window, max_blocks_per_seq, block_size);
-    const uint32_t nt = total < nb ? (uint32_t)total : nb;
-    if (b >= nt) return;
-    const uint64_t tq = total / nt;
-    const uint32_t tr = (uint32_t)(total % nt);
-    const uint64_t first = paged_decode__cta_first(b, tq, tr, nt);
-    const uint64_t stop = paged_decode__cta_first(b + 1u, tq, tr, nt);
-    paged_decode__persist_find<PAGED_DECODE__BULK_THREADS>(plan, first, seq_lens, num_seqs, num_kv_heads,
+    paged_decode__persist_share sh;
+    if (!paged_decode__persist_share_of(total, b, nb, sh)) return;
+    paged_decode__persist_find<PAGED_DECODE__BULK_THREADS>(plan, sh.first, seq_lens, num_seqs, num_kv_heads,
                                                             sliding_window, max_blocks_per_seq, block_size);
-    paged_decode__bulk_sched_persist sched{first,     stop,       tq,         plan.x,       plan.base,
-                                           0u,        tr,         nt,         plan.seq,     plan.tiles,
-                                           plan.wbegin, plan.wend, num_kv_heads, max_blocks_per_seq, block_size,
-                                           sliding_window, seq_lens};
+    paged_decode__bulk_sched_persist sched{sh,          plan.x,       plan.base,  0u,
+                                           plan.seq,    plan.tiles,   plan.wbegin, plan.wend,
+                                           num_kv_heads, max_blocks_per_seq, block_size, sliding_window,
+                                           seq_lens};
     __syncthreads(); /* everyone has read the plan (its words are reused for the flag) */
 
     if (warp >= 8u) {
@@ -349,25 +345,18 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
         /* A cut unit: the record is out; the last of its blocks to arrive merges. */
         __threadfence(); /* this thread's record stores, before the arrival */
         kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS);
-        const uint32_t b0 = paged_decode__cta_of(p.su, tq, tr, nt);
-        const uint32_t b1 = paged_decode__cta_of(p.ue - 1u, tq, tr, nt);
-        if (tid == 0u) {
-            uint32_t *cnt = counters + (uint64_t)p.seq * num_kv_heads + p.kvh;
-            const uint32_t last = atomicAdd(cnt, 1u) == b1 - b0 ? 1u : 0u;
-            if (last) {
-                atomicExch(cnt, 0u); /* every piece has arrived: ready for the next launch */
-                __threadfence();     /* the other blocks' records, before ours are read */
-            }
-            plan.last = last;
-        }
+        uint32_t b0, b1; /* every thread: the merge below reads them */
+        paged_decode__persist_blocks_of(p.su, p.ue, sh, &b0, &b1);
+        if (tid == 0u)
+            plan.last = paged_decode__persist_arrive(counters + (uint64_t)p.seq * num_kv_heads + p.kvh, b0, b1) ? 1u : 0u;
         kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS);
         if (plan.last) {
             __nv_bfloat16 *orow = dest.orow;
             const uint64_t su = p.su;
             if ((reinterpret_cast<uintptr_t>(workspace) & 15u) == 0u)
-                paged_decode__bulk_merge_records<NH, true>(workspace, orow, nb, nt, tq, tr, su, b0, b1);
+                paged_decode__bulk_merge_records<NH, true>(workspace, orow, nb, sh, su, b0, b1);
             else
-                paged_decode__bulk_merge_records<NH, false>(workspace, orow, nb, nt, tq, tr, su, b0, b1);
+                paged_decode__bulk_merge_records<NH, false>(workspace, orow, nb, sh, su, b0, b1);
         }
         kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS); /* the piece and the flag read */
     }

@@ -61,6 +61,81 @@ static __device__ __forceinline__ uint32_t paged_decode__cta_of(uint64_t x, uint
     return lo;
 }
 
+/* Block b's share of the launch's `total` tiles: nt = min(nb, total)
+ * blocks divide them (so each has at least one, and a unit's pieces are
+ * the blocks b0 .. b1 holding its first and last tile); tiles [first,
+ * stop) are b's. False for a block past nt, which has nothing to do. */
+struct paged_decode__persist_share {
+    uint64_t tq, first, stop;
+    uint32_t tr, nt;
+};
+static __device__ __forceinline__ bool paged_decode__persist_share_of(uint64_t total, uint32_t b, uint32_t nb,
+                                                                      paged_decode__persist_share &sh) {
+    sh.nt = total < nb ? (uint32_t)total : nb;
+    if (b >= sh.nt) return false;
+    sh.tq = total / sh.nt;
+    sh.tr = (uint32_t)(total % sh.nt);
+    sh.first = paged_decode__cta_first(b, sh.tq, sh.tr, sh.nt);
+    sh.stop = paged_decode__cta_first(b + 1u, sh.tq, sh.tr, sh.nt);
+    return true;
+}
+
+/* The piece a block's tiles [x, stop) give it of the unit holding tile x,
+ * in a sequence whose units start at tile base, tiles each, window [wb,
+ * we): the unit's KV head and tiles [su, ue), where the piece ends (xe),
+ * its positions [pb, pe), tiles t0 .. t0 + ntiles - 1 (tile t: positions
+ * 16t .. 16t + 15), whether it is the whole unit, and its record slot (0
+ * for the block's first piece, which begins at or before `first`). */
+struct paged_decode__persist_piece {
+    uint64_t su, ue, xe;
+    uint32_t kvh, pb, pe, t0, ntiles, whole, slot;
+};
+static __device__ __forceinline__ paged_decode__persist_piece paged_decode__persist_piece_of(
+    uint64_t x, uint64_t stop, uint64_t first, uint64_t base, uint32_t tiles, uint32_t wb, uint32_t we) {
+    paged_decode__persist_piece p;
+    p.kvh = (uint32_t)((x - base) / tiles);
+    p.su = base + (uint64_t)p.kvh * tiles;
+    p.ue = p.su + tiles;
+    p.xe = p.ue < stop ? p.ue : stop;
+    const uint32_t ta = (uint32_t)(x - p.su), tb = (uint32_t)(p.xe - p.su);
+    p.whole = ta == 0u && tb == tiles ? 1u : 0u;
+    p.slot = p.su <= first ? 0u : 1u;
+    if (wb < we) {
+        const uint32_t t0w = wb / 16u;
+        const uint64_t lo = (uint64_t)(t0w + ta) * 16u, hi = (uint64_t)(t0w + tb) * 16u;
+        p.pb = lo > wb ? (uint32_t)lo : wb;
+        p.pe = hi < we ? (uint32_t)hi : we;
+        p.t0 = t0w + ta;
+        p.ntiles = tb - ta;
+    } else {
+        p.pb = p.pe = wb;
+        p.t0 = wb / 16u;
+        p.ntiles = 0u;
+    }
+    return p;
+}
+
+/* The blocks b0 .. b1 holding a unit's first and last tile (its tiles [su, ue)). */
+static __device__ __forceinline__ void paged_decode__persist_blocks_of(uint64_t su, uint64_t ue,
+                                                                       const paged_decode__persist_share &sh,
+                                                                       uint32_t *b0, uint32_t *b1) {
+    *b0 = paged_decode__cta_of(su, sh.tq, sh.tr, sh.nt);
+    *b1 = paged_decode__cta_of(ue - 1u, sh.tq, sh.tr, sh.nt);
+}
+
+/* A cut unit's arrival, by one thread after its block's record is out and
+ * fenced: the unit's blocks b0 .. b1 count on its counter; the last to
+ * arrive resets it for the next launch and gets true (its fence orders the
+ * other blocks' records before its reads). */
+static __device__ __forceinline__ bool paged_decode__persist_arrive(uint32_t *counter, uint32_t b0, uint32_t b1) {
+    const bool last = atomicAdd(counter, 1u) == b1 - b0;
+    if (last) {
+        atomicExch(counter, 0u); /* every piece has arrived: ready for the next launch */
+        __threadfence();         /* the other blocks' records, before ours are read */
+    }
+    return last;
+}
+
 /* Block-wide sum of v (every thread gets it). Uses plan.red; ends with a barrier. */
 template <int THREADS, class Plan>
 static __device__ __forceinline__ uint64_t paged_decode__block_sum(Plan &plan, uint64_t v) {

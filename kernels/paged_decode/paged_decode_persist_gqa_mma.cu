@@ -82,8 +82,7 @@ static_assert(KL_THREADS_paged_decode_persist_bf16_gqa_mma == PAGED_DECODE__THRE
  * between barriers; the core's registers are all taken (bf16: 255), so
  * nothing of the schedule stays live in registers across a piece. */
 struct paged_decode__persist_plan {
-    uint64_t first, stop, tq; /* this block's tiles [first, stop); total / nt */
-    uint32_t tr, nt;          /* total % nt; nt = min(nb, total): the blocks with tiles */
+    paged_decode__persist_share sh; /* this block's tiles [sh.first, sh.stop) */
     uint64_t x;               /* the next tile of this block */
     uint64_t base;            /* first tile of sequence seq's units */
     uint32_t seq, tiles, wbegin, wend; /* tiles: per unit of seq; its window */
@@ -123,7 +122,7 @@ template <int NH> struct paged_decode__merge_smem {
 template <int NH, bool VEC>
 static __device__ __forceinline__ void paged_decode__persist_merge(paged_decode__merge_smem<NH> &ms,
                                                                    const float *workspace, __nv_bfloat16 *orow,
-                                                                   uint32_t nb, uint32_t nt, uint64_t q, uint32_t r,
+                                                                   uint32_t nb, const paged_decode__persist_share &sh,
                                                                    uint64_t su, uint32_t b0, uint32_t b1) {
     constexpr int V = NH * 128 >= 2 * PAGED_DECODE__THREADS ? NH * 128 / PAGED_DECODE__THREADS : 1;
     constexpr uint32_t ACTIVE = (uint32_t)(NH * 128 / V); /* threads with elements */
@@ -140,7 +139,7 @@ static __device__ __forceinline__ void paged_decode__persist_merge(paged_decode_
         const uint32_t cnt = b1 - c + 1u < PAGED_DECODE__MERGE_ROUND ? b1 - c + 1u : PAGED_DECODE__MERGE_ROUND;
         for (uint32_t i = tid; i < cnt * (uint32_t)NH; i += PAGED_DECODE__THREADS) {
             const uint32_t j = i / (uint32_t)NH, hh = i % (uint32_t)NH, bb = c + j;
-            const uint32_t rec = bb * 2u + (su <= paged_decode__cta_first(bb, q, r, nt) ? 0u : 1u);
+            const uint32_t rec = bb * 2u + (su <= paged_decode__cta_first(bb, sh.tq, sh.tr, sh.nt) ? 0u : 1u);
             const uint64_t at = 2u * ((uint64_t)rec * NH + hh);
             ms.m[j][hh] = __ldcg(ml + at);
             ms.l[j][hh] = __ldcg(ml + at + 1u);
@@ -186,54 +185,32 @@ static __device__ __forceinline__ void paged_decode__persist(
     const uint64_t total = paged_decode__persist_total<PAGED_DECODE__THREADS>(plan, seq_lens, num_seqs, num_kv_heads,
                                                                              sliding_window, max_blocks_per_seq,
                                                                              block_size);
-    /* The tiles are divided among nt = min(nb, total) blocks, so that each
-     * of them has at least one (then a unit's pieces are the blocks b0 ..
-     * b1 that hold its first and last tile, all of them); blocks past nt
-     * have nothing to do. The records stay laid out for nb blocks. */
-    const uint32_t nt = total < nb ? (uint32_t)total : nb;
-    if (b >= nt) return;
-    const uint64_t tq = total / nt;
-    const uint32_t tr = (uint32_t)(total % nt);
-    const uint64_t first = paged_decode__cta_first(b, tq, tr, nt);
-    const uint64_t stop = paged_decode__cta_first(b + 1u, tq, tr, nt);
+    /* The tiles are divided among min(nb, total) blocks (blocks past them
+     * have nothing to do); the records stay laid out for nb blocks. */
+    paged_decode__persist_share sh;
+    if (!paged_decode__persist_share_of(total, b, nb, sh)) return;
 
     /* The sequence holding tile `first`. */
-    paged_decode__persist_find<PAGED_DECODE__THREADS>(plan, first, seq_lens, num_seqs, num_kv_heads, sliding_window,
-                                                      max_blocks_per_seq, block_size);
+    paged_decode__persist_find<PAGED_DECODE__THREADS>(plan, sh.first, seq_lens, num_seqs, num_kv_heads,
+                                                      sliding_window, max_blocks_per_seq, block_size);
 
-    if (tid == 0u) {
-        plan.first = first;
-        plan.stop = stop;
-        plan.tq = tq;
-        plan.tr = tr;
-        plan.nt = nt;
-    }
+    if (tid == 0u) plan.sh = sh;
     for (;;) {
         __syncthreads(); /* plan written; the last piece's shared-memory reads done */
-        if (plan.x >= plan.stop) break;
+        if (plan.x >= plan.sh.stop) break;
         if (tid == 0u) {
-            const uint64_t x = plan.x, stp = plan.stop, base = plan.base;
-            const uint32_t s = plan.seq, T = plan.tiles, wb = plan.wbegin, we = plan.wend;
-            const uint32_t kvh = (uint32_t)((x - base) / T);
-            const uint64_t su = base + (uint64_t)kvh * T, ue = su + T;
-            const uint64_t xe = ue < stp ? ue : stp;
-            const uint32_t ta = (uint32_t)(x - su), tb = (uint32_t)(xe - su);
-            uint32_t pb = wb, pe = wb;
-            if (wb < we) {
-                const uint64_t t0 = wb / 16u;
-                const uint64_t lo = (t0 + ta) * 16u, hi = (t0 + tb) * 16u;
-                pb = lo > wb ? (uint32_t)lo : wb;
-                pe = hi < we ? (uint32_t)hi : we;
-            }
-            const uint32_t slot = su <= plan.first ? 0u : 1u; /* the block's first piece: slot 0 */
-            const uint64_t rec = ((uint64_t)b * 2u + slot) * NH;
+            const uint32_t s = plan.seq;
+            const paged_decode__persist_piece pc = paged_decode__persist_piece_of(
+                plan.x, plan.sh.stop, plan.sh.first, plan.base, plan.tiles, plan.wbegin, plan.wend);
+            const uint32_t kvh = pc.kvh;
+            const uint64_t rec = ((uint64_t)b * 2u + pc.slot) * NH;
             plan.kvh = kvh;
-            plan.su = su;
-            plan.ue = ue;
-            plan.xe = xe;
-            plan.pb = pb;
-            plan.pe = pe;
-            plan.whole = ta == 0u && tb == T ? 1u : 0u;
+            plan.su = pc.su;
+            plan.ue = pc.ue;
+            plan.xe = pc.xe;
+            plan.pb = pc.pb;
+            plan.pe = pc.pe;
+            plan.whole = pc.whole;
             plan.orow = output + ((uint64_t)s * num_q_heads + (uint64_t)kvh * NH) * 128u;
             plan.racc = workspace + rec * 128u;
             plan.rml = workspace + (uint64_t)nb * 2u * NH * 128u + rec * 2u;
@@ -249,16 +226,11 @@ static __device__ __forceinline__ void paged_decode__persist(
             __threadfence(); /* this thread's record stores, before the arrival */
             __syncthreads();
             if (tid == 0u) {
-                const uint32_t b0 = paged_decode__cta_of(plan.su, plan.tq, plan.tr, plan.nt);
-                const uint32_t b1 = paged_decode__cta_of(plan.ue - 1u, plan.tq, plan.tr, plan.nt);
-                uint32_t *cnt = counters + (uint64_t)plan.seq * num_kv_heads + plan.kvh;
-                const uint32_t old = atomicAdd(cnt, 1u);
-                const uint32_t last = old == b1 - b0 ? 1u : 0u;
-                if (last) {
-                    atomicExch(cnt, 0u); /* every piece has arrived: ready for the next launch */
-                    __threadfence();     /* the other blocks' records, before ours are read */
-                }
-                plan.last = last;
+                uint32_t b0, b1;
+                paged_decode__persist_blocks_of(plan.su, plan.ue, plan.sh, &b0, &b1);
+                plan.last =
+                    paged_decode__persist_arrive(counters + (uint64_t)plan.seq * num_kv_heads + plan.kvh, b0, b1) ? 1u
+                                                                                                              : 0u;
                 plan.b0 = b0;
                 plan.b1 = b1;
             }
@@ -266,11 +238,11 @@ static __device__ __forceinline__ void paged_decode__persist(
             if (plan.last) {
                 /* Vector loads of the records when the workspace allows them (cudaMalloc's does). */
                 if ((reinterpret_cast<uintptr_t>(workspace) & 15u) == 0u)
-                    paged_decode__persist_merge<NH, true>(ms, workspace, plan.orow, nb, plan.nt, plan.tq, plan.tr,
-                                                          plan.su, plan.b0, plan.b1);
+                    paged_decode__persist_merge<NH, true>(ms, workspace, plan.orow, nb, plan.sh, plan.su, plan.b0,
+                                                          plan.b1);
                 else
-                    paged_decode__persist_merge<NH, false>(ms, workspace, plan.orow, nb, plan.nt, plan.tq, plan.tr,
-                                                           plan.su, plan.b0, plan.b1);
+                    paged_decode__persist_merge<NH, false>(ms, workspace, plan.orow, nb, plan.sh, plan.su, plan.b0,
+                                                           plan.b1);
             }
         }
         /* Thread 0 moves the plan on; the others read it after the barrier
@@ -279,7 +251,7 @@ static __device__ __forceinline__ void paged_decode__persist(
         if (tid == 0u) {
             const uint64_t xe = plan.xe;
             plan.x = xe;
-            if (plan.kvh + 1u == num_kv_heads && xe < plan.stop) {
+            if (plan.kvh + 1u == num_kv_heads && xe < plan.sh.stop) {
                 uint32_t nwb, nwe;
                 const uint32_t s1 = plan.seq + 1u;
                 plan.base += (uint64_t)plan.tiles * num_kv_heads;

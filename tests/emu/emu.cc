@@ -594,8 +594,9 @@ void global_checked(uint32_t tid, uintptr_t a, size_t n, size_t align, bool writ
     // EmuTmaOperands.MapOverrunningItsBufferFaultsNamingTheBuffer reported a
     // shared-memory fault wherever the heap put the two side by side).
     auto it = s.buffers.upper_bound(a);
-    uint64_t to_buffer = UINT64_MAX;
-    if (it != s.buffers.begin() && a >= std::prev(it)->second.begin) to_buffer = a - std::prev(it)->second.end;
+    const Buf *below = it != s.buffers.begin() && a >= std::prev(it)->second.begin ? &std::prev(it)->second : nullptr;
+    uint64_t to_buffer = UINT64_MAX;  // 0 for an access that starts inside a buffer and runs past its end
+    if (below != nullptr) to_buffer = a >= below->end ? a - below->end : 0u;
     if (it != s.buffers.end()) to_buffer = std::min<uint64_t>(to_buffer, it->second.begin - a);
     if (s.dyn != nullptr && a + 4096 > (uintptr_t)s.dyn && a < (uintptr_t)s.dyn + s.dyn_size + 4096) {
         const uintptr_t lo = (uintptr_t)s.dyn, hi = lo + s.dyn_size;
@@ -606,13 +607,10 @@ void global_checked(uint32_t tid, uintptr_t a, size_t n, size_t align, bool writ
                                n, (long)(a - (uintptr_t)s.dyn), s.dyn_size));
     }
     // Name the nearest buffer when the access is just outside one.
-    if (it != s.buffers.begin()) {
-        const Buf &b = std::prev(it)->second;
-        if (a >= b.begin && a < b.end + 4096)
-            raise_fault(FaultKind::kGlobalOutOfBounds, tid, a,
-                        format("global %s of %zu bytes at '%s' + %lu, past its end (%lu bytes)", op, n, b.name.c_str(),
-                               (unsigned long)(a - b.begin), (unsigned long)(b.end - b.begin)));
-    }
+    if (below != nullptr && a < below->end + 4096)
+        raise_fault(FaultKind::kGlobalOutOfBounds, tid, a,
+                    format("global %s of %zu bytes at '%s' + %lu, past its end (%lu bytes)", op, n, below->name.c_str(),
+                           (unsigned long)(a - below->begin), (unsigned long)(below->end - below->begin)));
     if (it != s.buffers.end() && it->second.begin - a <= 4096)
         raise_fault(FaultKind::kGlobalOutOfBounds, tid, a,
                     format("global %s of %zu bytes at %lu bytes before '%s'", op, n,
