@@ -1,9 +1,12 @@
 // decode_bench: paged decode attention against the GPU's copy bandwidth.
 //
-//   decode_bench [--json FILE] [--runs N] [--only-gqa] [--only-fixed]
+//   decode_bench [--json FILE] [--runs N] [--only-gqa] [--only-fixed] [--trace CUBIN]
 //
 // --only-gqa: copy and the 32 x 4096 rows only (for a profiler's run).
 // --only-fixed: copy and the fixed-cost sweep only (the same).
+// --trace CUBIN: only the timelines of the `_tma` persistent launchers'
+//   blocks, from CUBIN (bench/decode/trace.sh's build, whose kernels stamp
+//   their phases; see trace_timelines below).
 //
 // All kernel times are CUDA events around each run (cuEventRecord on the
 // legacy stream before and after), runs queued back to back, the median of
@@ -624,11 +627,134 @@ void json_str(const std::string &key, const std::string &v) {
 
 double gbps(uint64_t bytes, double us) { return bytes / (us * 1e3); }
 
+// --trace: the kernels of `path` (bench/decode/trace.sh: PAGED_DECODE_TRACE
+// defined) stamp each persistent block's phases into the device array
+// paged_decode__trace (32 words a block: the global timer at stamp i in
+// word i, the SM clock in word 16 + i, the block's piece count in word 14;
+// kernels/paged_decode/paged_decode_bulk_gqa.cu says what each stamp
+// marks). For each shape, kTraceRuns launches of the `_tma` persistent
+// launcher, each alone (the array zeroed, events around it, synchronised):
+// per stamp, over the blocks that reached it, the median and the latest
+// time after the earliest block's entry (us), medians over the runs; the
+// event time and the span from the first entry to the last consumers' end
+// beside it. Keys trace_<shape>_s<i>_{med,max}_us, _event_us, _span_us.
+void trace_timelines(const char *path) {
+    constexpr int kTraceRuns = 9, kStamps = 14;
+    FILE *f = std::fopen(path, "rb");
+    if (f == nullptr) die(std::string("--trace: cannot open ") + path);
+    std::vector<uint64_t> image;
+    {
+        std::vector<unsigned char> bytes;
+        unsigned char buf[65536];
+        size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.insert(bytes.end(), buf, buf + n);
+        std::fclose(f);
+        image.resize((bytes.size() + 7) / 8);
+        std::memcpy(image.data(), bytes.data(), bytes.size());
+        kl_module tmod;
+        ok(kl_module_load(&g_cuda.base, image.data(), bytes.size(), &tmod), std::string("--trace: loading ") + path);
+        ok(kl_paged_decode_persist_bf16_gqa_tma_get(&g_k.persist_bf16_tma, &tmod), "--trace: the bf16 _tma kernel");
+        ok(kl_paged_decode_persist_fp8_gqa_tma_get(&g_k.persist_fp8_tma, &tmod), "--trace: the fp8 _tma kernel");
+        typedef int (*GetGlobalFn)(unsigned long long *, size_t *, void *, const char *);
+        unsigned long long dptr = 0;
+        size_t dbytes = 0;
+        cu(symbol<GetGlobalFn>("cuModuleGetGlobal_v2")(&dptr, &dbytes, tmod.handle, "paged_decode__trace"),
+           "cuModuleGetGlobal(paged_decode__trace): not a PAGED_DECODE_TRACE build?");
+        const size_t nwords = dbytes / 8;
+        void *trace = reinterpret_cast<void *>(static_cast<uintptr_t>(dptr));
+        const std::vector<uint64_t> zeros(nwords, 0);
+        std::vector<uint64_t> words(nwords);
+        void *ev0, *ev1;
+        cu(g_drv.event_create(&ev0, 0), "cuEventCreate");
+        cu(g_drv.event_create(&ev1, 0), "cuEventCreate");
+        const uint32_t sms = sm_count();
+        struct Case {
+            const char *key;
+            Shape shape;
+            uint32_t ctas;
+        };
+        const Case cases[] = {
+            {"1x1_bf16_128", Shape{1, 1, 0, false}, 128},
+            {"1x256_bf16_128", Shape{1, 256, 0, false}, 128},
+            {"1x32768_bf16_128", Shape{1, 32768, 0, false}, 128},
+            {"32x4096_bf16_128", Shape{32, 4096, 0, false}, 128},
+            {"32x4096_fp8_128", Shape{32, 4096, 0, true}, 128},
+            {"32x4096_bf16_sms", Shape{32, 4096, 0, false}, sms},
+        };
+        auto median = [](std::vector<double> v) {
+            if (v.empty()) return 0.0;
+            std::sort(v.begin(), v.end());
+            return v[v.size() / 2];
+        };
+        const char *names[kStamps] = {"entry", "ring set up", "griddep wait", "seq_lens summed", "first tile found",
+                                      "first copies issued", "first tile landed", "last piece computed",
+                                      "last piece merged", "cut arrival counted", "last arrival merged",
+                                      "consumers end", "2nd piece begins", "producers' last issue"};
+        const int order[kStamps] = {0, 1, 2, 3, 4, 5, 6, 12, 13, 7, 8, 9, 10, 11};
+        for (const Case &c : cases) {
+            Problem p = make_problem(c.shape, 2);
+            for (int w = 0; w < kWarmup; w++) launch_bulk_persist(p, w, c.ctas, true);
+            std::vector<std::vector<double>> med(kStamps), mx(kStamps), clk(kStamps);
+            std::vector<double> event_us, span_us;
+            for (int run = 0; run < kTraceRuns; run++) {
+                ok(kl_cuda_memcpy_htod(&g_cuda, trace, zeros.data(), dbytes), "--trace: zeroing the stamps");
+                cu(g_drv.event_record(ev0, g_mma_stream), "cuEventRecord");
+                launch_bulk_persist(p, kWarmup + run, c.ctas, true);
+                cu(g_drv.event_record(ev1, g_mma_stream), "cuEventRecord");
+                cu(g_drv.event_sync(ev1), "cuEventSynchronize");
+                float ms = 0;
+                cu(g_drv.event_elapsed(&ms, ev0, ev1), "cuEventElapsedTime");
+                ok(kl_cuda_memcpy_dtoh(&g_cuda, words.data(), trace, dbytes), "--trace: reading the stamps");
+                const uint32_t nb = std::min<uint32_t>(c.ctas, static_cast<uint32_t>(nwords / 32));
+                uint64_t t0 = UINT64_MAX, tend = 0;
+                for (uint32_t b = 0; b < nb; b++)
+                    if (words[b * 32] != 0) t0 = std::min(t0, words[b * 32]);
+                for (int i = 0; i < kStamps; i++) {
+                    std::vector<double> v, cv;
+                    for (uint32_t b = 0; b < nb; b++) {
+                        const uint64_t t = words[b * 32 + i];
+                        if (t == 0 || words[b * 32] == 0) continue;
+                        v.push_back((t - t0) * 1e-3);
+                        cv.push_back(static_cast<double>(words[b * 32 + 16 + i] - words[b * 32 + 16]));
+                        if (i == 11) tend = std::max(tend, t);
+                    }
+                    if (v.empty()) continue;
+                    med[i].push_back(median(v));
+                    mx[i].push_back(*std::max_element(v.begin(), v.end()));
+                    clk[i].push_back(median(cv));
+                }
+                event_us.push_back(ms * 1e3);
+                span_us.push_back(tend > t0 ? (tend - t0) * 1e-3 : 0.0);
+            }
+            uint32_t pieces = 0, active = 0;
+            for (uint32_t b = 0; b < std::min<uint32_t>(c.ctas, static_cast<uint32_t>(nwords / 32)); b++)
+                if (words[b * 32 + 14] != 0) pieces += static_cast<uint32_t>(words[b * 32 + 14]), active++;
+            const std::string k = std::string("trace_") + c.key;
+            std::printf("trace     %s: %u blocks at work, %u pieces; event %.1f us, first entry to last end %.1f us\n",
+                        c.key, active, pieces, median(event_us), median(span_us));
+            json_num(k + "_event_us", median(event_us));
+            json_num(k + "_span_us", median(span_us));
+            for (const int i : order) {
+                if (med[i].empty()) continue;
+                std::printf("          s%-2d %-22s median %7.2f us  latest %7.2f us  (block's own clock: median %8.0f "
+                            "cycles)\n",
+                            i, names[i], median(med[i]), median(mx[i]), median(clk[i]));
+                json_num(k + "_s" + std::to_string(i) + "_med_us", median(med[i]));
+                json_num(k + "_s" + std::to_string(i) + "_max_us", median(mx[i]));
+            }
+        }
+        g_drv.event_destroy(ev0);
+        g_drv.event_destroy(ev1);
+        kl_module_unload(&tmod);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
     const char *json_path = nullptr;
     bool only_gqa = false, only_fixed = false;
+    const char *trace_path = nullptr;
     for (int i = 1; i < argc; i++) {
         if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc)
             json_path = argv[++i];
@@ -638,9 +764,11 @@ int main(int argc, char **argv) {
             only_gqa = true;
         else if (std::strcmp(argv[i], "--only-fixed") == 0)
             only_fixed = true;
+        else if (std::strcmp(argv[i], "--trace") == 0 && i + 1 < argc)
+            trace_path = argv[++i];
         else
             die(std::string("unknown argument ") + argv[i] +
-                " (decode_bench [--json FILE] [--runs N] [--only-gqa] [--only-fixed])");
+                " (decode_bench [--json FILE] [--runs N] [--only-gqa] [--only-fixed] [--trace CUBIN])");
     }
     init_decode_driver();
     char name[256] = "?";
@@ -680,6 +808,18 @@ int main(int argc, char **argv) {
     if (g_have_pdl) cu(g_stream_create(&g_mma_stream, 0), "cuStreamCreate");
     json_num("mma_split_combine_pdl", g_have_pdl ? 1 : 0);
     if (!kl_paged_decode_gqa_applies(&g_k.attn_bf16, kNq, kNkv, kHd)) die("the gqa4_d128 kernels do not fit 32/8 heads");
+    if (trace_path != nullptr) {
+        if (!g_have_bulk || !g_have_pdl) die("--trace: the copy-engine kernels do not load here");
+        trace_timelines(trace_path);
+        if (json_path != nullptr) {
+            FILE *f = std::fopen(json_path, "w");
+            if (f == nullptr) die(std::string("cannot write ") + json_path);
+            std::fprintf(f, "{\n%s\n}\n", g_json.str().c_str());
+            std::fclose(f);
+        }
+        kl_module_unload(&mod);
+        return 0;
+    }
 
     // ---- copy bandwidth
     double copy_gbps;

@@ -93,6 +93,30 @@
 #define PAGED_DECODE__BULK_THREADS 384 /* 8 consumer warps and the producers */
 #define PAGED_DECODE__BULK_MERGE_BAR 1u /* the consumers' named barrier */
 
+/* PAGED_DECODE_TRACE (bench/decode/trace.sh's build only, never the
+ * library's): a persistent block's timeline, for what a launch costs
+ * beyond its bytes (docs/PERFORMANCE.md). Stamp i of block b: the global
+ * timer (ns) at paged_decode__trace[32 b + i] and the SM's clock at
+ * [32 b + 16 + i]; paged_decode_bulk_gqa.cu says what each i marks.
+ * Elsewhere PAGED_DECODE__STAMP is nothing. */
+#ifdef PAGED_DECODE_TRACE
+#define PAGED_DECODE__TRACE_BLOCKS 1024u
+__device__ unsigned long long paged_decode__trace[PAGED_DECODE__TRACE_BLOCKS * 32u];
+#define PAGED_DECODE__STAMP(i)                                                                  \
+    do {                                                                                        \
+        unsigned long long t_;                                                                  \
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                                 \
+        if (blockIdx.x < PAGED_DECODE__TRACE_BLOCKS) {                                          \
+            paged_decode__trace[blockIdx.x * 32u + (i)] = t_;                                   \
+            paged_decode__trace[blockIdx.x * 32u + 16u + (i)] = (unsigned long long)clock64();  \
+        }                                                                                       \
+    } while (0)
+#else
+#define PAGED_DECODE__STAMP(i) \
+    do {                       \
+    } while (0)
+#endif
+
 /* The ring of one cache type (FP8: 1-byte elements) and copy kind: rows
  * (cp.async.bulk, one row a lane, rows RS apart) or, TMAP, boxes of the
  * tensor maps (cp.async.bulk.tensor: per tile and cache, the 16 rows as
@@ -346,6 +370,8 @@ static __device__ __forceinline__ void paged_decode__bulk_produce_path(
                         kl__tma_load_4d(sbase + (R::BOXES + h) * R::BOX, v_map, d0, (int32_t)p.kvh,
                                         (int32_t)tile_slot, blk, full);
                     }
+                    if (k == 0u) PAGED_DECODE__STAMP(5); /* the block's first copies issued */
+                    PAGED_DECODE__STAMP(13);             /* this producer's last */
                 }
                 continue;
             }
@@ -471,6 +497,7 @@ static __device__ __forceinline__ void paged_decode__bulk_consume(paged_decode__
         const uint32_t slot = (uint32_t)(k % R::NSLOT);
         const uint32_t s = ring + slot * R::SLOT;
         kl__mbar_wait(bars + 8u * slot, (uint32_t)((k / R::NSLOT) & 1u));
+        if (lane == 0u && k == 0u) PAGED_DECODE__STAMP(6); /* warp 0: the block's first tile landed */
         Tile x;
         auto put = [](uint32_t *w, uint32_t at) {
             const uint4 v = kl__ld_shared_v4(at);

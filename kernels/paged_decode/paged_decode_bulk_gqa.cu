@@ -272,9 +272,12 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
     paged_decode__bulk_plan &plan = *reinterpret_cast<paged_decode__bulk_plan *>(at.misc);
     const uint32_t tid = threadIdx.x, warp = tid >> 5, b = blockIdx.x, nb = gridDim.x;
 
+    if (tid == 0u) PAGED_DECODE__STAMP(0); /* entry (PAGED_DECODE__STAMP: paged_decode_bulk.cuh) */
     kl__griddep_launch_dependents();
     paged_decode__bulk_init<FP8, TMAP>(bars);
+    if (tid == 0u) PAGED_DECODE__STAMP(1); /* the ring's mbarriers set up */
     kl__griddep_wait(); /* the previous kernel's writes (caches, tables, lengths) are visible from here */
+    if (tid == 0u) PAGED_DECODE__STAMP(2);
     if (num_seqs == 0u) return;
 
     /* The producer's guess of its first piece: every sequence full
@@ -300,6 +303,7 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
     /* All tiles, the block's share, and the sequence of its first tile. */
     const uint64_t total = paged_decode__persist_total<PAGED_DECODE__BULK_THREADS>(
         plan, seq_lens, num_seqs, num_kv_heads, sliding_window, max_blocks_per_seq, block_size);
+    if (tid == 0u) PAGED_DECODE__STAMP(3); /* seq_lens summed */
     paged_decode__persist_share sh;
     if (!paged_decode__persist_share_of(total, b, nb, sh)) return;
     paged_decode__persist_find<PAGED_DECODE__BULK_THREADS>(plan, sh.first, seq_lens, num_seqs, num_kv_heads,
@@ -309,6 +313,7 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
                                            num_kv_heads, max_blocks_per_seq, block_size, sliding_window,
                                            seq_lens};
     __syncthreads(); /* everyone has read the plan (its words are reused for the flag) */
+    if (tid == 0u) PAGED_DECODE__STAMP(4); /* the block's first tile found */
 
     if (warp >= 8u) {
         if (TMAP) {
@@ -330,14 +335,19 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
         if (tid == 0u) plan.more = plan.sched.next(plan.piece) ? 1u : 0u;
         kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS);
         if (!plan.more) break;
+#ifdef PAGED_DECODE_TRACE
+        if (tid == 0u && ++paged_decode__trace[b * 32u + 14u] == 2u) PAGED_DECODE__STAMP(12); /* pieces; the 2nd begins */
+#endif
         const __nv_bfloat16 *q_grp = q + (uint64_t)p.seq * q_stride + (uint64_t)p.kvh * NH * 128u;
         paged_decode__bulk_consume<FP8, TMAP, NH>(sm, p, q_grp, ring, bars, score_scale);
+        if (tid == 0u) PAGED_DECODE__STAMP(7); /* warp 0's last tile of the piece computed */
         const uint64_t rec = ((uint64_t)b * 2u + p.slot) * NH;
         const paged_decode__bulk_dest dest{p.whole,
                                            output + ((uint64_t)p.seq * num_q_heads + (uint64_t)p.kvh * NH) * 128u,
                                            workspace + rec * 128u, workspace + (uint64_t)nb * 2u * NH * 128u + rec * 2u};
         paged_decode__gqa_merge<NH, 128>(sm, paged_decode__out_persist<paged_decode__bulk_dest>{dest, out_scale},
                                          PAGED_DECODE__BULK_MERGE_BAR);
+        if (tid == 0u) PAGED_DECODE__STAMP(8); /* the piece's warps merged, its rows or record out */
         if (p.whole) {
             kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS); /* sm and the piece read */
             continue;
@@ -350,6 +360,7 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
         if (tid == 0u)
             plan.last = paged_decode__persist_arrive(counters + (uint64_t)p.seq * num_kv_heads + p.kvh, b0, b1) ? 1u : 0u;
         kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS);
+        if (tid == 0u) PAGED_DECODE__STAMP(9); /* a cut piece's arrival counted */
         if (plan.last) {
             __nv_bfloat16 *orow = dest.orow;
             const uint64_t su = p.su;
@@ -357,9 +368,11 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
                 paged_decode__bulk_merge_records<NH, true>(workspace, orow, nb, sh, su, b0, b1);
             else
                 paged_decode__bulk_merge_records<NH, false>(workspace, orow, nb, sh, su, b0, b1);
+            if (tid == 0u) PAGED_DECODE__STAMP(10); /* the last arrival's merge done */
         }
         kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS); /* the piece and the flag read */
     }
+    if (tid == 0u) PAGED_DECODE__STAMP(11); /* the consumers' end */
 }
 
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL || KL_EMULATOR */
