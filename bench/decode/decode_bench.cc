@@ -695,7 +695,9 @@ void trace_timelines(const char *path) {
             Problem p = make_problem(c.shape, 2);
             for (int w = 0; w < kWarmup; w++) launch_bulk_persist(p, w, c.ctas, true);
             std::vector<std::vector<double>> med(kStamps), mx(kStamps), clk(kStamps);
-            std::vector<double> event_us, span_us;
+            std::vector<double> event_us, span_us, end_p10, end_p90;
+            std::vector<double> sm_end(1024, 0.0);
+            std::vector<int> sm_n(1024, 0);
             for (int run = 0; run < kTraceRuns; run++) {
                 ok(kl_cuda_memcpy_htod(&g_cuda, trace, zeros.data(), dbytes), "--trace: zeroing the stamps");
                 cu(g_drv.event_record(ev0, g_mma_stream), "cuEventRecord");
@@ -723,6 +725,20 @@ void trace_timelines(const char *path) {
                     mx[i].push_back(*std::max_element(v.begin(), v.end()));
                     clk[i].push_back(median(cv));
                 }
+                {  // the consumers' ends: their spread, and which SMs end late run after run
+                    std::vector<double> ends;
+                    for (uint32_t b = 0; b < nb; b++) {
+                        const uint64_t t = words[b * 32 + 11], sm = words[b * 32 + 15];
+                        if (t == 0 || words[b * 32] == 0) continue;
+                        ends.push_back((t - t0) * 1e-3);
+                        if (sm != 0 && sm <= sm_end.size()) sm_end[sm - 1] += ends.back(), sm_n[sm - 1]++;
+                    }
+                    std::sort(ends.begin(), ends.end());
+                    if (!ends.empty()) {
+                        end_p10.push_back(ends[ends.size() / 10]);
+                        end_p90.push_back(ends[ends.size() * 9 / 10]);
+                    }
+                }
                 event_us.push_back(ms * 1e3);
                 span_us.push_back(tend > t0 ? (tend - t0) * 1e-3 : 0.0);
             }
@@ -732,6 +748,22 @@ void trace_timelines(const char *path) {
             const std::string k = std::string("trace_") + c.key;
             std::printf("trace     %s: %u blocks at work, %u pieces; event %.1f us, first entry to last end %.1f us\n",
                         c.key, active, pieces, median(event_us), median(span_us));
+            if (!end_p10.empty()) {
+                std::vector<std::pair<double, uint32_t>> by_sm;
+                for (uint32_t sm = 0; sm < sm_end.size(); sm++)
+                    if (sm_n[sm] != 0) by_sm.push_back({sm_end[sm] / sm_n[sm], sm});
+                std::sort(by_sm.begin(), by_sm.end());
+                std::printf("          ends: p10 %.2f us, p90 %.2f us; mean end by SM, earliest:", median(end_p10),
+                            median(end_p90));
+                for (size_t i = 0; i < std::min<size_t>(6, by_sm.size()); i++)
+                    std::printf(" sm%u %.1f", by_sm[i].second, by_sm[i].first);
+                std::printf("; latest:");
+                for (size_t i = by_sm.size() > 6 ? by_sm.size() - 6 : 0; i < by_sm.size(); i++)
+                    std::printf(" sm%u %.1f", by_sm[i].second, by_sm[i].first);
+                std::printf("\n");
+                json_num(k + "_end_p10_us", median(end_p10));
+                json_num(k + "_end_p90_us", median(end_p90));
+            }
             json_num(k + "_event_us", median(event_us));
             json_num(k + "_span_us", median(span_us));
             for (const int i : order) {

@@ -97,7 +97,8 @@
  * library's): a persistent block's timeline, for what a launch costs
  * beyond its bytes (docs/PERFORMANCE.md). Stamp i of block b: the global
  * timer (ns) at paged_decode__trace[32 b + i] and the SM's clock at
- * [32 b + 16 + i]; paged_decode_bulk_gqa.cu says what each i marks.
+ * [32 b + 16 + i]; paged_decode_bulk_gqa.cu says what each i marks
+ * ([32 b + 14]: the block's pieces; [32 b + 15]: 1 + its SM).
  * Elsewhere PAGED_DECODE__STAMP is nothing. */
 #ifdef PAGED_DECODE_TRACE
 #define PAGED_DECODE__TRACE_BLOCKS 1024u

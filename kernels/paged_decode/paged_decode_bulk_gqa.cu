@@ -273,7 +273,21 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
     const uint32_t tid = threadIdx.x, warp = tid >> 5, b = blockIdx.x, nb = gridDim.x;
 
     if (tid == 0u) PAGED_DECODE__STAMP(0); /* entry (PAGED_DECODE__STAMP: paged_decode_bulk.cuh) */
+#ifdef PAGED_DECODE_TRACE
+    if (tid == 0u) {
+        uint32_t sm_;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm_));
+        paged_decode__trace[b * 32u + 15u] = 1u + sm_;
+    }
+#endif
     kl__griddep_launch_dependents();
+    /* The maps are kernel parameters (no earlier kernel writes them): their
+     * fetch overlaps the lengths' scan instead of following it (0.67 us
+     * from the scan's end to the first copy on the H200's trace). */
+    if (TMAP && tid == 8u * 32u) {
+        kl__prefetch_tensormap(k_map);
+        kl__prefetch_tensormap(v_map);
+    }
     paged_decode__bulk_init<FP8, TMAP>(bars);
     if (tid == 0u) PAGED_DECODE__STAMP(1); /* the ring's mbarriers set up */
     kl__griddep_wait(); /* the previous kernel's writes (caches, tables, lengths) are visible from here */
@@ -301,13 +315,11 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
     }
 
     /* All tiles, the block's share, and the sequence of its first tile. */
-    const uint64_t total = paged_decode__persist_total<PAGED_DECODE__BULK_THREADS>(
-        plan, seq_lens, num_seqs, num_kv_heads, sliding_window, max_blocks_per_seq, block_size);
-    if (tid == 0u) PAGED_DECODE__STAMP(3); /* seq_lens summed */
     paged_decode__persist_share sh;
-    if (!paged_decode__persist_share_of(total, b, nb, sh)) return;
-    paged_decode__persist_find<PAGED_DECODE__BULK_THREADS>(plan, sh.first, seq_lens, num_seqs, num_kv_heads,
-                                                            sliding_window, max_blocks_per_seq, block_size);
+    if (!paged_decode__persist_locate<PAGED_DECODE__BULK_THREADS>(plan, seq_lens, num_seqs, num_kv_heads,
+                                                                   sliding_window, max_blocks_per_seq, block_size,
+                                                                   b, nb, sh))
+        return;
     paged_decode__bulk_sched_persist sched{sh,          plan.x,       plan.base,  0u,
                                            plan.seq,    plan.tiles,   plan.wbegin, plan.wend,
                                            num_kv_heads, max_blocks_per_seq, block_size, sliding_window,
@@ -316,10 +328,6 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
     if (tid == 0u) PAGED_DECODE__STAMP(4); /* the block's first tile found */
 
     if (warp >= 8u) {
-        if (TMAP) {
-            kl__prefetch_tensormap(k_map);
-            kl__prefetch_tensormap(v_map);
-        }
         paged_decode__bulk_produce<FP8>(sched, ring, bars, reinterpret_cast<const unsigned char *>(k_cache),
                                         reinterpret_cast<const unsigned char *>(v_cache), k_map, v_map, block_tables,
                                         max_blocks_per_seq, num_kv_heads, block_size, block_stride,
@@ -352,13 +360,17 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
             kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS); /* sm and the piece read */
             continue;
         }
-        /* A cut unit: the record is out; the last of its blocks to arrive merges. */
-        __threadfence(); /* this thread's record stores, before the arrival */
+        /* A cut unit: the record is out; the last of its blocks to arrive
+         * merges. The barrier orders every consumer's record stores before
+         * thread 0's fence, which releases them all with its arrival
+         * (cumulativity, PTX ISA memory model): one fence, not 256. */
         kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS);
         uint32_t b0, b1; /* every thread: the merge below reads them */
         paged_decode__persist_blocks_of(p.su, p.ue, sh, &b0, &b1);
-        if (tid == 0u)
+        if (tid == 0u) {
+            __threadfence();
             plan.last = paged_decode__persist_arrive(counters + (uint64_t)p.seq * num_kv_heads + p.kvh, b0, b1) ? 1u : 0u;
+        }
         kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS);
         if (tid == 0u) PAGED_DECODE__STAMP(9); /* a cut piece's arrival counted */
         if (plan.last) {

@@ -124,7 +124,7 @@ static __device__ __forceinline__ void paged_decode__persist_blocks_of(uint64_t 
 }
 
 /* A cut unit's arrival, by one thread after its block's record is out and
- * fenced: the unit's blocks b0 .. b1 count on its counter; the last to
+ * fenced (by every writer, or by this thread after a barrier with them): the unit's blocks b0 .. b1 count on its counter; the last to
  * arrive resets it for the next launch and gets true (its fence orders the
  * other blocks' records before its reads). */
 static __device__ __forceinline__ bool paged_decode__persist_arrive(uint32_t *counter, uint32_t b0, uint32_t b1) {
@@ -213,6 +213,62 @@ static __device__ __forceinline__ void paged_decode__persist_find(Plan &plan, ui
         __syncthreads();
         if (plan.seq != 0xffffffffu) break; /* uniform: read after the barrier */
     }
+}
+
+/* Block b's share and the sequence of its first tile (paged_decode__persist_find's
+ * plan members): false, and nothing left in plan, for a block with nothing to do.
+ * Up to THREADS sequences (every decode batch the benchmarks and tests
+ * time), one pass: each thread reads one length once, and one block scan
+ * gives both the total and the interval holding `first` (two barriers);
+ * more sequences take paged_decode__persist_total, then _find (two reads
+ * of seq_lens, four or more barriers: ~0.7 us more on the H200's trace,
+ * docs/PERFORMANCE.md). Ends with a barrier either way. */
+template <int THREADS, class Plan>
+static __device__ __forceinline__ bool paged_decode__persist_locate(Plan &plan, const int32_t *seq_lens,
+                                                                    uint32_t num_seqs, uint32_t num_kv_heads,
+                                                                    uint32_t sliding_window,
+                                                                    uint32_t max_blocks_per_seq, uint32_t block_size,
+                                                                    uint32_t b, uint32_t nb,
+                                                                    paged_decode__persist_share &sh) {
+    if (num_seqs > (uint32_t)THREADS) {
+        const uint64_t total = paged_decode__persist_total<THREADS>(plan, seq_lens, num_seqs, num_kv_heads,
+                                                                    sliding_window, max_blocks_per_seq, block_size);
+        if (!paged_decode__persist_share_of(total, b, nb, sh)) return false;
+        paged_decode__persist_find<THREADS>(plan, sh.first, seq_lens, num_seqs, num_kv_heads, sliding_window,
+                                            max_blocks_per_seq, block_size);
+        return true;
+    }
+    const uint32_t tid = threadIdx.x, warp = tid >> 5;
+    uint32_t wb = 0, we = 0, t = 0;
+    if (tid < num_seqs)
+        t = paged_decode__unit_tiles(seq_lens, tid, sliding_window, max_blocks_per_seq, block_size, &wb, &we);
+    const uint64_t v = (uint64_t)t * num_kv_heads;
+    uint64_t incl = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const uint64_t u = __shfl_up_sync(PAGED_DECODE__FULL, incl, (uint32_t)o);
+        if ((tid & 31u) >= (uint32_t)o) incl += u;
+    }
+    if ((tid & 31u) == 31u) plan.red[warp] = incl;
+    __syncthreads();
+    uint64_t before = 0, total = 0;
+#pragma unroll
+    for (int w = 0; w < THREADS / 32; ++w) {
+        if ((uint32_t)w < warp) before += plan.red[w];
+        total += plan.red[w];
+    }
+    if (!paged_decode__persist_share_of(total, b, nb, sh)) return false; /* uniform: every thread has total */
+    const uint64_t lo = before + incl - v, hi = before + incl;
+    if (v != 0u && lo <= sh.first && sh.first < hi) { /* one thread */
+        plan.seq = tid;
+        plan.base = lo;
+        plan.tiles = t;
+        plan.wbegin = wb;
+        plan.wend = we;
+        plan.x = sh.first;
+    }
+    __syncthreads();
+    return true;
 }
 
 /* A record merge's running state (M, L, o) brought to the larger max of M

@@ -296,6 +296,16 @@ TEST_P(BulkEmulatedTest, PersistentCountersAlignmentAndManySequences) {
     c.num_q_heads = 3 * width();
     c.seed = seed++;
     run_case(width() != 8, c, 7);
+    // 383 sequences (one per thread of the 384 but the last): the one-pass
+    // locate's scan crosses all twelve warps, and a block's first tile lies
+    // in whichever thread's interval holds it (zero lengths between them).
+    c.seq_lens.resize(383);
+    for (auto &l : c.seq_lens) l = static_cast<int32_t>(gen() % 4u == 0u ? 0u : gen() % 40u);
+    c.num_kv_heads = 3;
+    c.num_q_heads = 3 * width();
+    c.seed = seed++;
+    run_case(width() == 8, c, 11);
+    run_case(width() != 8, c, 11, false, true);
 }
 
 // The tensor-map twins (*_gqa_tma): block sizes 16 and 64 (a box is 16
