@@ -182,8 +182,7 @@ template <> struct paged_decode__bulk_dims<false> {
  * block holds the unit whole (else a cut unit: su, ue its tiles in the
  * launch's order, slot the block's record slot). */
 struct paged_decode__bulk_piece {
-    uint32_t seq, kvh, pb, pe, t0, ntiles, whole, slot, share; /* share: the persistent layout's */
-    uint32_t pad; /* stream indices k0 - pad .. k0 - 1: empty tiles before a claimed share (below) */
+    uint32_t seq, kvh, pb, pe, t0, ntiles, whole, slot;
     uint64_t k0, su, ue;
 };
 
@@ -212,108 +211,26 @@ struct paged_decode__bulk_sched_seed {
         p.ntiles = b < e ? (e - 1u) / 16u - b / 16u + 1u : 0u;
         p.whole = 1u;
         p.slot = 0u;
-        p.share = 0u;
-        p.pad = 0u;
         p.k0 = 0u;
         p.su = p.ue = 0u;
         return true;
     }
 };
 
-/* The claim queue of a persistent block (paged_decode__persist_layout's
- * claimed shares): producer warp 8, the first to reach the end of a share
- * (the producers run up to a ring ahead of the consumers), takes a ticket
- * from the launch's counter and posts the share in entry j % QUEUE of
- * shared memory (full[e]: count 1); producer warps 9-11 and consumer
- * thread 0 read it there, each arriving on empty[e] (count 4) so the entry
- * is refilled only once all have read it. The share is claimed about a
- * ring's worth of tiles before the block's last copy lands, so the next
- * share's copies follow without a gap. The ticket: every block of a
- * static share claims until it is refused, once, so the launch takes nd +
- * ns tickets and the last one resets the counter for the next launch. */
-#define PAGED_DECODE__CLAIM_QUEUE 4u
-#define PAGED_DECODE__CLAIM_NONE 0xffffffffu
-struct paged_decode__bulk_claims {
-    uint32_t bars;    /* shared: full[QUEUE], then empty[QUEUE] mbarriers */
-    uint32_t *q;      /* shared: QUEUE share numbers */
-    uint32_t *ticket; /* global: the launch's ticket counter */
-};
-enum : uint32_t { PAGED_DECODE__CLAIM_TAKE = 0u, PAGED_DECODE__CLAIM_WARP = 1u, PAGED_DECODE__CLAIM_THREAD = 2u };
-
-/* The persistent schedule (paged_decode_persist_gqa_mma.cu's pieces over
- * paged_decode__persist_layout's shares, walked by every thread on its
- * own: no shared plan between pieces). The tiles [first, stop) of share
- * `share` of all units' tiles laid end to end (an empty unit counts one
- * tile and has no positions); x the next, at sequence seq whose units
+/* The persistent schedule (paged_decode_persist_gqa_mma.cu's, walked by
+ * every thread on its own: no shared plan between pieces). Block b's tiles
+ * [first, stop) of all units' tiles laid end to end (an empty unit counts
+ * one tile and has no positions); x the next, at sequence seq whose units
  * start at tile base (tiles each, window [wbegin, wend)); k the stream
- * index of the next piece's first tile (tiles with positions only). At a
- * share's end: the next claimed share (role: who claims, or which reader),
- * reached by walking the sequences on (claimed shares only grow), its
- * first tile at the next stream index that is a multiple of 8: consumer
- * warp k % 8 computes tile k, so a share's tiles go to the same warps
- * whichever block claims it and after whatever it did before, and the
- * output is the same bits from launch to launch. The skipped indices are
- * empty tiles: the producer arrives on their full barriers without bytes,
- * their consumers release them unread (paged_decode__bulk_pad_*). */
+ * index of the next piece's first tile (tiles with positions only). */
 struct paged_decode__bulk_sched_persist {
     paged_decode__persist_share sh;
     uint64_t x, base, k;
     uint32_t seq, tiles, wbegin, wend;
     uint32_t num_kv_heads, max_blocks_per_seq, block_size, sliding_window;
     const int32_t *seq_lens;
-    paged_decode__persist_layout lay;
-    paged_decode__bulk_claims claims;
-    uint32_t share, j, role, pad;
-    /* The next share this block takes (false: none left). */
-    __device__ __forceinline__ bool claim() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KL_EMULATOR) /* elsewhere the kernels trap */
-        if (lay.nd == 0u) return false;
-        const uint32_t e = j % PAGED_DECODE__CLAIM_QUEUE, par = (j / PAGED_DECODE__CLAIM_QUEUE) & 1u;
-        const uint32_t full = claims.bars + 8u * e, empty = claims.bars + 8u * (PAGED_DECODE__CLAIM_QUEUE + e);
-        const uint32_t lane = threadIdx.x & 31u;
-        ++j;
-        uint32_t c;
-        if (role == PAGED_DECODE__CLAIM_TAKE) {
-            kl__mbar_wait(empty, par ^ 1u); /* the entry's last readers are done */
-            uint32_t t = 0u;
-            if (lane == 0u) {
-                t = atomicAdd(claims.ticket, 1u);
-                if (t == lay.nd + lay.ns - 1u) atomicExch(claims.ticket, 0u); /* the launch's last ticket */
-            }
-            t = __shfl_sync(PAGED_DECODE__FULL, t, 0u);
-            c = t < lay.nd ? lay.ns + t : PAGED_DECODE__CLAIM_NONE;
-            if (lane == 0u) {
-                *(volatile uint32_t *)(claims.q + e) = c;
-                kl__mbar_arrive(full); /* release: the entry, before the readers' acquire */
-            }
-        } else {
-            kl__mbar_wait(full, par);
-            c = *(volatile uint32_t *)(claims.q + e);
-            if (role == PAGED_DECODE__CLAIM_WARP) __syncwarp();
-            if (lane == 0u) kl__mbar_arrive(empty);
-        }
-        if (c == PAGED_DECODE__CLAIM_NONE) {
-            lay.nd = 0u; /* refused once: no more tickets */
-            return false;
-        }
-        share = c;
-        pad = (uint32_t)((8u - (k & 7u)) & 7u);
-        k += pad;
-        lay.share(c, sh);
-        x = sh.first;
-        while (x >= base + (uint64_t)tiles * num_kv_heads) {
-            base += (uint64_t)tiles * num_kv_heads;
-            seq += 1u;
-            tiles = paged_decode__unit_tiles(seq_lens, seq, sliding_window, max_blocks_per_seq, block_size, &wbegin,
-                                             &wend);
-        }
-        return true;
-#else
-        return false;
-#endif
-    }
     __device__ __forceinline__ bool next(paged_decode__bulk_piece &p) {
-        if (x >= sh.stop && !claim()) return false;
+        if (x >= sh.stop) return false;
         const paged_decode__persist_piece q = paged_decode__persist_piece_of(x, sh.stop, sh.first, base, tiles, wbegin, wend);
         p.seq = seq;
         p.kvh = q.kvh;
@@ -321,9 +238,6 @@ struct paged_decode__bulk_sched_persist {
         p.ue = q.ue;
         p.whole = q.whole;
         p.slot = q.slot;
-        p.share = share;
-        p.pad = pad;
-        pad = 0u;
         p.pb = q.pb;
         p.pe = q.pe;
         p.t0 = q.t0;
@@ -340,35 +254,6 @@ struct paged_decode__bulk_sched_persist {
         return true;
     }
 };
-
-/* Empty tiles k in [from, to) (a claimed share's alignment, above): the
- * producer of each fills it with nothing (R::ARRIVALS arrivals, no bytes)
- * once its slot is free; its consumer warp waits for that and releases it. */
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KL_EMULATOR)
-template <bool FP8, bool TMAP>
-static __device__ __forceinline__ void paged_decode__bulk_pad_fill(uint32_t bars, uint64_t from, uint64_t to,
-                                                                   uint32_t pw, uint32_t lane) {
-    using R = paged_decode__bulk_ring<FP8, TMAP>;
-    for (uint64_t k = from; k < to; ++k) {
-        if ((uint32_t)(k % PAGED_DECODE__BULK_PRODUCERS) != pw) continue;
-        const uint32_t slot = (uint32_t)(k % R::NSLOT);
-        kl__mbar_wait(bars + 8u * (R::NSLOT + slot), (uint32_t)((k / R::NSLOT) & 1u) ^ 1u);
-        if (R::ARRIVALS == 32u || lane == 0u) kl__mbar_arrive(bars + 8u * slot);
-    }
-}
-template <bool FP8, bool TMAP>
-static __device__ __forceinline__ void paged_decode__bulk_pad_drain(uint32_t bars, uint64_t from, uint64_t to,
-                                                                    uint32_t warp, uint32_t lane) {
-    using R = paged_decode__bulk_ring<FP8, TMAP>;
-    for (uint64_t k = from; k < to; ++k) {
-        if ((uint32_t)(k & 7u) != warp) continue;
-        const uint32_t slot = (uint32_t)(k % R::NSLOT);
-        kl__mbar_wait(bars + 8u * slot, (uint32_t)((k / R::NSLOT) & 1u));
-        __syncwarp();
-        if (R::ARRIVALS == 32u || lane == 0u) kl__mbar_arrive(bars + 8u * (R::NSLOT + slot));
-    }
-}
-#endif
 
 /* ---- the producer -------------------------------------------------------------- */
 
@@ -409,7 +294,6 @@ static __device__ __forceinline__ void paged_decode__bulk_produce_path(
     const uint64_t block_bytes = block_stride * R::ES;
     paged_decode__bulk_piece p;
     while (sched.next(p)) {
-        paged_decode__bulk_pad_fill<FP8, TMAP>(bars, p.k0 - p.pad, p.k0, pw, lane);
         if (p.ntiles == 0u) continue;
         const int32_t *table = block_tables + (uint64_t)p.seq * max_blocks_per_seq;
         const unsigned char *src_head =

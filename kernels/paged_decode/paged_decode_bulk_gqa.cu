@@ -137,11 +137,8 @@ static_assert(KL_TMAP_paged_decode_attn_bf16_gqa_tma_k_map_BYTES == paged_decode
 struct paged_decode__bulk_plan {
     uint64_t red[PAGED_DECODE__BULK_THREADS / 32];
     uint64_t base, x;
-    uint64_t claim_bars[2u * PAGED_DECODE__CLAIM_QUEUE]; /* paged_decode__bulk_claims' mbarriers */
-    uint32_t claim_q[PAGED_DECODE__CLAIM_QUEUE];
     uint32_t seq, tiles, wbegin, wend, last, more;
     paged_decode__bulk_sched_persist sched;
-    paged_decode__persist_layout lay; /* the consumers' (read where records go) */
     paged_decode__bulk_piece piece;
 };
 
@@ -155,20 +152,21 @@ struct paged_decode__bulk_dest {
 };
 
 /* The cut unit starting at tile su is complete: merge its records of
- * shares b0 .. b1 (paged_decode__persist_layout's) in share order into its NH output rows, by the 256
+ * blocks b0 .. b1 in block order into its NH output rows, by the 256
  * consumer threads (V = NH * 128 / 256 elements each). One L2 round trip
  * per 16 records: every thread issues the (m, l) and accumulator loads of
  * its head for 16 records at once (records past b1 load b1's again and are
  * masked), then combines them in block order. */
 template <int NH, bool VEC>
 static __device__ __forceinline__ void paged_decode__bulk_merge_records(const float *workspace, __nv_bfloat16 *orow,
-                                                                        const paged_decode__persist_layout &lay,
+                                                                        uint32_t nb,
+                                                                        const paged_decode__persist_share &sh,
                                                                         uint64_t su, uint32_t b0, uint32_t b1) {
     constexpr int V = NH * 128 / PAGED_DECODE__THREADS;
     constexpr int RB = 16;
     static_assert(V >= 1 && NH * 128 == V * PAGED_DECODE__THREADS, "the consumers split a unit's rows evenly");
     const float *acc = workspace;
-    const float *ml = workspace + (uint64_t)(lay.ns + lay.nd) * 2u * NH * 128u;
+    const float *ml = workspace + (uint64_t)nb * 2u * NH * 128u;
     const uint32_t e0 = threadIdx.x * (uint32_t)V, h = e0 / 128u, d = e0 % 128u;
     float o[V];
 #pragma unroll
@@ -179,7 +177,7 @@ static __device__ __forceinline__ void paged_decode__bulk_merge_records(const fl
 #pragma unroll
         for (int j = 0; j < RB; ++j) {
             const uint32_t bb = c + (uint32_t)j <= b1 ? c + (uint32_t)j : b1;
-            const uint32_t rec = bb * 2u + (su <= lay.first(bb) ? 0u : 1u);
+            const uint32_t rec = bb * 2u + (su <= paged_decode__cta_first(bb, sh.tq, sh.tr, sh.nt) ? 0u : 1u);
             const uint64_t at = (uint64_t)rec * NH + h;
             mj[j] = __ldcg(ml + 2u * at);
             lj[j] = __ldcg(ml + 2u * at + 1u);
@@ -290,13 +288,7 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
         kl__prefetch_tensormap(k_map);
         kl__prefetch_tensormap(v_map);
     }
-    if (tid == 0u)
-        for (uint32_t e = 0; e < PAGED_DECODE__CLAIM_QUEUE; ++e) {
-            kl__mbar_init((uint32_t)__cvta_generic_to_shared(&plan.claim_bars[e]), 1u);
-            kl__mbar_init((uint32_t)__cvta_generic_to_shared(&plan.claim_bars[PAGED_DECODE__CLAIM_QUEUE + e]),
-                          PAGED_DECODE__BULK_PRODUCERS); /* producer warps 9.. and consumer thread 0 */
-        }
-    paged_decode__bulk_init<FP8, TMAP>(bars); /* its barrier publishes the claim queue's too */
+    paged_decode__bulk_init<FP8, TMAP>(bars);
     if (tid == 0u) PAGED_DECODE__STAMP(1); /* the ring's mbarriers set up */
     kl__griddep_wait(); /* the previous kernel's writes (caches, tables, lengths) are visible from here */
     if (tid == 0u) PAGED_DECODE__STAMP(2);
@@ -310,9 +302,10 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
         const uint64_t cap = (uint64_t)max_blocks_per_seq * block_size;
         const uint64_t gb = sliding_window != 0u && cap > sliding_window ? cap - sliding_window : 0u;
         const uint64_t gt = cap > gb ? (cap - 1u) / 16u - gb / 16u + 1u : 1u; /* tiles per unit */
-        const paged_decode__persist_layout glay = paged_decode__persist_layout_of(gt * num_kv_heads * num_seqs, nb);
-        if (b < glay.ns && cap > gb) {
-            const uint64_t x = glay.first(b);
+        const uint64_t total = gt * num_kv_heads * num_seqs;
+        const uint32_t gnt = total < nb ? (uint32_t)total : nb;
+        if (b < gnt && cap > gb) {
+            const uint64_t x = paged_decode__cta_first(b, total / gnt, (uint32_t)(total % gnt), gnt);
             const uint64_t unit = x / gt, ta = x - unit * gt;
             const uint64_t lo = (gb / 16u + ta) * 16u;
             spec_seq = (uint32_t)(unit / num_kv_heads);
@@ -321,22 +314,16 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
         }
     }
 
-    /* All tiles, the shares, and the sequence of the block's first tile. */
+    /* All tiles, the block's share, and the sequence of its first tile. */
     paged_decode__persist_share sh;
-    paged_decode__persist_layout lay;
     if (!paged_decode__persist_locate<PAGED_DECODE__BULK_THREADS>(plan, seq_lens, num_seqs, num_kv_heads,
                                                                    sliding_window, max_blocks_per_seq, block_size,
-                                                                   b, nb, sh, lay))
+                                                                   b, nb, sh))
         return;
-    const paged_decode__bulk_claims claims{(uint32_t)__cvta_generic_to_shared(plan.claim_bars), plan.claim_q,
-                                           counters + (uint64_t)num_seqs * num_kv_heads};
     paged_decode__bulk_sched_persist sched{sh,          plan.x,       plan.base,  0u,
                                            plan.seq,    plan.tiles,   plan.wbegin, plan.wend,
                                            num_kv_heads, max_blocks_per_seq, block_size, sliding_window,
-                                           seq_lens,    lay,          claims,     b,
-                                           0u,          warp == 8u ? PAGED_DECODE__CLAIM_TAKE
-                                                        : warp > 8u ? PAGED_DECODE__CLAIM_WARP
-                                                                    : PAGED_DECODE__CLAIM_THREAD};
+                                           seq_lens};
     __syncthreads(); /* everyone has read the plan (its words are reused for the flag) */
     if (tid == 0u) PAGED_DECODE__STAMP(4); /* the block's first tile found */
 
@@ -350,12 +337,8 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
     }
 
     /* The consumers: thread 0 walks the schedule in shared memory. */
-    if (tid == 0u) {
-        plan.sched = sched;
-        plan.lay = lay;
-    }
+    if (tid == 0u) plan.sched = sched;
     const paged_decode__bulk_piece &p = plan.piece;
-    const paged_decode__persist_layout &L = plan.lay;
     for (;;) {
         if (tid == 0u) plan.more = plan.sched.next(plan.piece) ? 1u : 0u;
         kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS);
@@ -363,14 +346,13 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
 #ifdef PAGED_DECODE_TRACE
         if (tid == 0u && ++paged_decode__trace[b * 32u + 14u] == 2u) PAGED_DECODE__STAMP(12); /* pieces; the 2nd begins */
 #endif
-        if (p.pad) paged_decode__bulk_pad_drain<FP8, TMAP>(bars, p.k0 - p.pad, p.k0, warp, tid & 31u);
         const __nv_bfloat16 *q_grp = q + (uint64_t)p.seq * q_stride + (uint64_t)p.kvh * NH * 128u;
         paged_decode__bulk_consume<FP8, TMAP, NH>(sm, p, q_grp, ring, bars, score_scale);
         if (tid == 0u) PAGED_DECODE__STAMP(7); /* warp 0's last tile of the piece computed */
-        const uint64_t rec = ((uint64_t)p.share * 2u + p.slot) * NH;
-        const paged_decode__bulk_dest dest{
-            p.whole, output + ((uint64_t)p.seq * num_q_heads + (uint64_t)p.kvh * NH) * 128u, workspace + rec * 128u,
-            workspace + (uint64_t)(L.ns + L.nd) * 2u * NH * 128u + rec * 2u};
+        const uint64_t rec = ((uint64_t)b * 2u + p.slot) * NH;
+        const paged_decode__bulk_dest dest{p.whole,
+                                           output + ((uint64_t)p.seq * num_q_heads + (uint64_t)p.kvh * NH) * 128u,
+                                           workspace + rec * 128u, workspace + (uint64_t)nb * 2u * NH * 128u + rec * 2u};
         paged_decode__gqa_merge<NH, 128>(sm, paged_decode__out_persist<paged_decode__bulk_dest>{dest, out_scale},
                                          PAGED_DECODE__BULK_MERGE_BAR);
         if (tid == 0u) PAGED_DECODE__STAMP(8); /* the piece's warps merged, its rows or record out */
@@ -383,7 +365,8 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
          * thread 0's fence, which releases them all with its arrival
          * (cumulativity, PTX ISA memory model): one fence, not 256. */
         kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS);
-        const uint32_t b0 = L.share_of(p.su), b1 = L.share_of(p.ue - 1u); /* the unit's shares */
+        uint32_t b0, b1; /* every thread: the merge below reads them */
+        paged_decode__persist_blocks_of(p.su, p.ue, sh, &b0, &b1);
         if (tid == 0u) {
             __threadfence();
             plan.last = paged_decode__persist_arrive(counters + (uint64_t)p.seq * num_kv_heads + p.kvh, b0, b1) ? 1u : 0u;
@@ -394,9 +377,9 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
             __nv_bfloat16 *orow = dest.orow;
             const uint64_t su = p.su;
             if ((reinterpret_cast<uintptr_t>(workspace) & 15u) == 0u)
-                paged_decode__bulk_merge_records<NH, true>(workspace, orow, L, su, b0, b1);
+                paged_decode__bulk_merge_records<NH, true>(workspace, orow, nb, sh, su, b0, b1);
             else
-                paged_decode__bulk_merge_records<NH, false>(workspace, orow, L, su, b0, b1);
+                paged_decode__bulk_merge_records<NH, false>(workspace, orow, nb, sh, su, b0, b1);
             if (tid == 0u) PAGED_DECODE__STAMP(10); /* the last arrival's merge done */
         }
         kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS); /* the piece and the flag read */

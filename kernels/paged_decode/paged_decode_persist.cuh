@@ -80,64 +80,6 @@ static __device__ __forceinline__ bool paged_decode__persist_share_of(uint64_t t
     return true;
 }
 
-/* The copy-engine persistent kernels' shares (paged_decode_bulk_gqa.cu):
- * the first S tiles as ns static shares, share b block b's from the start
- * (as paged_decode__persist_share_of's), the last T - S as nd smaller ones
- * that blocks claim, one at a time, as they finish (a ticket counter), so a
- * block on a multiprocessor that gets less of the memory system takes
- * fewer: on the H200 the blocks of equal static shares ended 103 to 122 us
- * into a 126 us launch by SM (docs/PERFORMANCE.md, per-SM ends). Claimed
- * shares: a fifth of the tiles, at least 16 tiles each, at most 4 a
- * block, so a launch has at most 5 nb shares and 10 nb records. Share c
- * holds tiles [first(c), first(c + 1)). 64-bit products: nd may pass 65535. */
-#define PAGED_DECODE__CLAIM_FRACTION 5u /* 1 / 5 of the tiles claimed */
-#define PAGED_DECODE__CLAIM_MIN_TILES 16u
-#define PAGED_DECODE__CLAIM_PER_BLOCK 4u
-struct paged_decode__persist_layout {
-    uint64_t S, sq, dq;
-    uint32_t sr, dr, ns, nd;
-    __device__ __forceinline__ static uint64_t at(uint64_t c, uint64_t q, uint64_t r, uint64_t n) {
-        return c * q + (c * r) / n;
-    }
-    __device__ __forceinline__ uint64_t first(uint32_t c) const {
-        return c <= ns ? at(c, sq, sr, ns) : S + at(c - ns, dq, dr, nd);
-    }
-    /* The share holding tile x (x < T): the largest c with first(c) <= x. */
-    __device__ __forceinline__ uint32_t share_of(uint64_t x) const {
-        uint32_t lo = x < S ? 0u : ns, hi = x < S ? ns - 1u : ns + nd - 1u;
-        while (lo < hi) {
-            const uint32_t mid = lo + (hi - lo + 1u) / 2u;
-            if (first(mid) <= x)
-                lo = mid;
-            else
-                hi = mid - 1u;
-        }
-        return lo;
-    }
-    /* Share c's tiles as a paged_decode__persist_share (the piece walk's view). */
-    __device__ __forceinline__ void share(uint32_t c, paged_decode__persist_share &sh) const {
-        sh.first = first(c);
-        sh.stop = first(c + 1u);
-    }
-};
-static __device__ __forceinline__ paged_decode__persist_layout paged_decode__persist_layout_of(uint64_t total,
-                                                                                            uint32_t nb) {
-    paged_decode__persist_layout l;
-    uint64_t claimed = total / PAGED_DECODE__CLAIM_FRACTION;
-    uint64_t nd = claimed / PAGED_DECODE__CLAIM_MIN_TILES;
-    const uint64_t cap = (uint64_t)nb * PAGED_DECODE__CLAIM_PER_BLOCK;
-    if (nd > cap) nd = cap;
-    if (nd == 0u) claimed = 0u;
-    l.S = total - claimed;
-    l.ns = l.S < nb ? (uint32_t)l.S : nb;
-    l.nd = (uint32_t)nd;
-    l.sq = l.ns ? l.S / l.ns : 0u;
-    l.sr = l.ns ? (uint32_t)(l.S % l.ns) : 0u;
-    l.dq = nd ? claimed / nd : 0u;
-    l.dr = nd ? (uint32_t)(claimed % nd) : 0u;
-    return l;
-}
-
 /* The piece a block's tiles [x, stop) give it of the unit holding tile x,
  * in a sequence whose units start at tile base, tiles each, window [wb,
  * we): the unit's KV head and tiles [su, ue), where the piece ends (xe),
@@ -273,9 +215,8 @@ static __device__ __forceinline__ void paged_decode__persist_find(Plan &plan, ui
     }
 }
 
-/* The launch's share layout, block b's static share and the sequence of
- * its first tile (paged_decode__persist_find's plan members): false, and
- * nothing left in plan, for a block with nothing to do.
+/* Block b's share and the sequence of its first tile (paged_decode__persist_find's
+ * plan members): false, and nothing left in plan, for a block with nothing to do.
  * Up to THREADS sequences (every decode batch the benchmarks and tests
  * time), one pass: each thread reads one length once, and one block scan
  * gives both the total and the interval holding `first` (two barriers);
@@ -288,14 +229,11 @@ static __device__ __forceinline__ bool paged_decode__persist_locate(Plan &plan, 
                                                                     uint32_t sliding_window,
                                                                     uint32_t max_blocks_per_seq, uint32_t block_size,
                                                                     uint32_t b, uint32_t nb,
-                                                                    paged_decode__persist_share &sh,
-                                                                    paged_decode__persist_layout &lay) {
+                                                                    paged_decode__persist_share &sh) {
     if (num_seqs > (uint32_t)THREADS) {
         const uint64_t total = paged_decode__persist_total<THREADS>(plan, seq_lens, num_seqs, num_kv_heads,
                                                                     sliding_window, max_blocks_per_seq, block_size);
-        lay = paged_decode__persist_layout_of(total, nb);
-        if (b >= lay.ns) return false;
-        lay.share(b, sh);
+        if (!paged_decode__persist_share_of(total, b, nb, sh)) return false;
         paged_decode__persist_find<THREADS>(plan, sh.first, seq_lens, num_seqs, num_kv_heads, sliding_window,
                                             max_blocks_per_seq, block_size);
         return true;
@@ -319,9 +257,7 @@ static __device__ __forceinline__ bool paged_decode__persist_locate(Plan &plan, 
         if ((uint32_t)w < warp) before += plan.red[w];
         total += plan.red[w];
     }
-    lay = paged_decode__persist_layout_of(total, nb); /* uniform: every thread has total */
-    if (b >= lay.ns) return false;
-    lay.share(b, sh);
+    if (!paged_decode__persist_share_of(total, b, nb, sh)) return false; /* uniform: every thread has total */
     const uint64_t lo = before + incl - v, hi = before + incl;
     if (v != 0u && lo <= sh.first && sh.first < hi) { /* one thread */
         plan.seq = tid;

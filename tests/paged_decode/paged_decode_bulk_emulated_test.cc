@@ -308,35 +308,6 @@ TEST_P(BulkEmulatedTest, PersistentCountersAlignmentAndManySequences) {
     run_case(width() != 8, c, 11, false, true);
 }
 
-// Claimed shares (paged_decode__persist_layout): 4 x 2600 positions (163
-// tiles a unit, 652 in all) over 2 blocks hold back 130 tiles as 8 shares
-// of 16-17 that the two blocks claim as they finish: each claims about 4,
-// so the claim queue (4 entries) wraps; a claimed share starts at a stream
-// index padded to a multiple of 8 (empty tiles filled and drained); units
-// are cut into up to 6 records merged in share order; twice, so the ticket
-// must be back at zero (counters are checked after each launch). And 3
-// blocks over a window of 1000 (63 tiles a unit, 252 in all: 3 claimed).
-TEST_P(BulkEmulatedTest, PersistentClaimedSharesMatchReferenceAndResetTheTicket) {
-    uint32_t seed = 9700 + width();
-    int i = 0;
-    for (bool maps : {false, true})
-        for (bool fp8 : {false, true}) {
-            Case c;
-            c.num_kv_heads = 1;
-            c.num_q_heads = width();
-            c.seq_lens = {2600, 2600, 2600, 2600};
-            c.k_scale = 0.8f;
-            c.v_scale = 1.3f;
-            c.seed = seed++;
-            run_case(fp8, c, 2, true, maps);
-            if (i++ % 2 == 0) {
-                c.sliding_window = 1000;
-                c.seed = seed++;
-                run_case(fp8, c, 3, false, maps);
-            }
-        }
-}
-
 // The tensor-map twins (*_gqa_tma): block sizes 16 and 64 (a box is 16
 // slots of one cache block), lengths around the block and 2000 (the ring
 // wraps), windows that start and end inside a box (the rows outside are

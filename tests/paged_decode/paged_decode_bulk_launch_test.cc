@@ -310,8 +310,8 @@ TEST_P(BulkLaunchTest, PersistentLaunchersRefuseShortWorkspaceShortCountersAndBa
         void (*edit)(Args &);
     };
     const kl_status ws = KL_ERROR_VARIANT_MISMATCH, pre = KL_ERROR_PRECONDITION;
-    const char *ws_msg = "the workspace holds 10 records per block";
-    const char *cnt_msg = "counters holds one zeroed word per (sequence, KV head) and the claim ticket";
+    const char *ws_msg = "the workspace holds 2 records per block";
+    const char *cnt_msg = "counters holds one zeroed word per (sequence, KV head)";
     const char *grid_msg = "the persistent grid has 1 to 65535 blocks";
     const Bad bads[] = {
         {"workspace a byte short", ws_msg, ws, [](Args &a) { a.ws_bytes -= 1; }},
