@@ -30,20 +30,16 @@
  * 16-byte aligned; a tensor map's box gathers a tile's 16 strided rows in
  * one copy where a tile is 16 slots of one block (block_size % 16 == 0).
  *
- * RING: NSLOT tile slots (bf16 16 rows / 24 boxes, fp8 32), each 16 K rows then 16 V rows:
+ * RING: NSLOT tile slots (16 bf16, 32 fp8), each 16 K rows then 16 V rows:
  * for row copies rows RS = row bytes + 16 apart (272 / 144 bytes: the 16
  * bytes make the consumers' 16-byte reads conflict-free, below), for the
  * tensor maps boxes of 16 rows x 128 bytes in the 128-byte swizzle (bf16:
  * dims 0-63 and 64-127 of K, then of V; fp8: K, then V). The block's tiles
  * form one stream, k = 0, 1, ... over all its pieces in order; tile k goes
  * to slot k % NSLOT, to consumer warp k % 8 and to producer warp 8 + k % 4,
- * so each consumer warp owns NSLOT / 8 slots (bf16 2 or 3, fp8 4): 16 or
- * 24 x 8 KiB, 32 x 4 KiB = 128 or 192 KiB of cache in flight per block,
- * whatever the tensor-core warps' registers. bf16 boxes take 24 slots
- * (192 KiB: with the merge scratch of 8 heads, 231808 of the 232448 bytes
- * an H200 block may have) because a ring-capped stream loses every stall
- * whole (docs/PERFORMANCE.md, claimed shares); rows need 272-byte rows
- * and keep 16, fp8 is consumer-bound at 32. Slot s has two mbarriers: full (count 1:
+ * so each consumer warp owns NSLOT / 8 slots (2 bf16, 4 fp8): 16 x 8 KiB or
+ * 32 x 4 KiB = 128 KiB of cache in flight per block, whatever the
+ * tensor-core warps' registers. Slot s has two mbarriers: full (count 1:
  * the producer's arrive.expect_tx; phase k / NSLOT) and empty (count 1:
  * lane 0 of the consuming warp once its lanes have read the tile into
  * registers, after __syncwarp); the producer waits on empty with the
@@ -131,7 +127,7 @@ template <bool FP8, bool TMAP = false> struct paged_decode__bulk_ring {
     static constexpr uint32_t ES = FP8 ? 1u : 2u;
     static constexpr uint32_t ROW = 128u * ES;    /* bytes of one KV head's row: head dim 128 */
     static constexpr uint32_t RS = ROW + 16u;     /* row pitch in a slot of rows: 16 (mod 128) */
-    static constexpr uint32_t NSLOT = FP8 ? 32u : (TMAP ? 24u : 16u);
+    static constexpr uint32_t NSLOT = FP8 ? 32u : 16u;
     static constexpr uint32_t BOX = 2048u;        /* TMAP: 16 rows of 128 bytes */
     static constexpr uint32_t BOXES = ROW / 128u; /* TMAP: boxes per cache and tile */
     static constexpr uint32_t SLOT = TMAP ? 32u * ROW : 32u * RS; /* 16 K rows, 16 V rows */

@@ -33,8 +33,8 @@
  * 64-68%, 35% of stalls on global-load scoreboards, a 4th register tile
  * did not help), 1 x 32768 0.725 (persistent). Here the consumers'
  * registers hold the one tile being computed; the bytes in flight are the
- * ring's, 16 (rows) or 24 (boxes) x 8 KiB (bf16) or 32 x 4 KiB (fp8) =
- * 128 or 192 KiB per SM, refilled as soon as a consumer releases a slot.
+ * ring's, 16 x 8 KiB (bf16) or 32 x 4 KiB (fp8) = 128 KiB per SM, refilled
+ * as soon as a consumer releases a slot.
  *
  * COUNTS per tile of 16 positions x 1 KV head (head dim 128, NH <= 8
  * query heads of the group; SASS of the sm_90a cubin, nvcc 13.0,
@@ -59,9 +59,9 @@
  * Registers: __launch_bounds__(384, 1) gives at most 168 a thread (12
  * warps: three share a sub-partition's 16384); ptxas -v: 123-168, no
  * spills (sass_test). Shared memory (dynamic, the spec's shared_bytes): a
- * ring of 16 (bf16 rows) / 24 (bf16 boxes) / 32 (fp8) slots, rows: 32 rows
- * x 272 / 144 bytes (139264 / 147456), boxes: 8 / 4 KiB (196608 / 131072,
- * 1024-byte aligned, 1 KiB of slack); 2 mbarriers a slot; the merge scratch, 4160 bytes a query
+ * ring of 16 (bf16) / 32 (fp8) slots, rows: 32 rows x 272 / 144 bytes
+ * (139264 / 147456), boxes: 8 / 4 KiB (131072, 1024-byte aligned, 1 KiB
+ * of slack); 2 mbarriers a slot; the merge scratch, 4160 bytes a query
  * head (8 warps x (128 + 2) floats); 512 bytes of schedule. One block an
  * SM.
  *
