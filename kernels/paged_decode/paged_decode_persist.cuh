@@ -167,6 +167,45 @@ static __device__ __forceinline__ uint64_t paged_decode__persist_total(Plan &pla
     return paged_decode__block_sum<THREADS>(plan, mine) * num_kv_heads;
 }
 
+/* Block-wide exclusive prefix sum of v in thread order (every thread gets
+ * its own and, in *sum, the block's total). Uses plan.red and one barrier:
+ * the caller's next barrier must come before plan.red is written again. */
+template <int THREADS, class Plan>
+static __device__ __forceinline__ uint64_t paged_decode__block_scan(Plan &plan, uint64_t v, uint64_t *sum) {
+    const uint32_t tid = threadIdx.x, warp = tid >> 5;
+    uint64_t incl = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const uint64_t u = __shfl_up_sync(PAGED_DECODE__FULL, incl, (uint32_t)o);
+        if ((tid & 31u) >= (uint32_t)o) incl += u;
+    }
+    if ((tid & 31u) == 31u) plan.red[warp] = incl;
+    __syncthreads();
+    uint64_t before = 0, all = 0;
+#pragma unroll
+    for (int w = 0; w < THREADS / 32; ++w) {
+        if ((uint32_t)w < warp) before += plan.red[w];
+        all += plan.red[w];
+    }
+    *sum = all;
+    return before + incl - v;
+}
+
+/* The thread whose sequence s holds tile `first` (its units' tiles [lo, lo
+ * + v), t a unit) leaves it in plan (paged_decode__persist_find's members). */
+template <class Plan>
+static __device__ __forceinline__ void paged_decode__persist_hold(Plan &plan, uint64_t first, uint32_t s, uint64_t lo,
+                                                                  uint64_t v, uint32_t t, uint32_t wb, uint32_t we) {
+    if (v != 0u && lo <= first && first < lo + v) { /* one thread */
+        plan.seq = s;
+        plan.base = lo;
+        plan.tiles = t;
+        plan.wbegin = wb;
+        plan.wend = we;
+        plan.x = first;
+    }
+}
+
 /* The sequence holding tile `first` (first < the total): a block scan of
  * the sequences' tiles, THREADS sequences at a time. Leaves in plan: seq,
  * base (the first tile of seq's units), tiles (per unit of seq), wbegin,
@@ -185,30 +224,9 @@ static __device__ __forceinline__ void paged_decode__persist_find(Plan &plan, ui
         if (s < num_seqs)
             t = paged_decode__unit_tiles(seq_lens, s, sliding_window, max_blocks_per_seq, block_size, &wb, &we);
         const uint64_t v = (uint64_t)t * num_kv_heads;
-        uint64_t incl = v;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-            const uint64_t u = __shfl_up_sync(PAGED_DECODE__FULL, incl, (uint32_t)o);
-            if ((tid & 31u) >= (uint32_t)o) incl += u;
-        }
-        const uint32_t warp = tid >> 5;
-        if ((tid & 31u) == 31u) plan.red[warp] = incl;
-        __syncthreads();
-        uint64_t before = 0, chunk = 0;
-#pragma unroll
-        for (int w = 0; w < THREADS / 32; ++w) {
-            if ((uint32_t)w < warp) before += plan.red[w];
-            chunk += plan.red[w];
-        }
-        const uint64_t lo = run + before + incl - v, hi = run + before + incl;
-        if (v != 0u && lo <= first && first < hi) { /* one thread */
-            plan.seq = s;
-            plan.base = lo;
-            plan.tiles = t;
-            plan.wbegin = wb;
-            plan.wend = we;
-            plan.x = first;
-        }
+        uint64_t chunk;
+        const uint64_t lo = run + paged_decode__block_scan<THREADS>(plan, v, &chunk);
+        paged_decode__persist_hold(plan, first, s, lo, v, t, wb, we);
         run += chunk;
         __syncthreads();
         if (plan.seq != 0xffffffffu) break; /* uniform: read after the barrier */
@@ -238,35 +256,15 @@ static __device__ __forceinline__ bool paged_decode__persist_locate(Plan &plan, 
                                             max_blocks_per_seq, block_size);
         return true;
     }
-    const uint32_t tid = threadIdx.x, warp = tid >> 5;
+    const uint32_t tid = threadIdx.x;
     uint32_t wb = 0, we = 0, t = 0;
     if (tid < num_seqs)
         t = paged_decode__unit_tiles(seq_lens, tid, sliding_window, max_blocks_per_seq, block_size, &wb, &we);
     const uint64_t v = (uint64_t)t * num_kv_heads;
-    uint64_t incl = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const uint64_t u = __shfl_up_sync(PAGED_DECODE__FULL, incl, (uint32_t)o);
-        if ((tid & 31u) >= (uint32_t)o) incl += u;
-    }
-    if ((tid & 31u) == 31u) plan.red[warp] = incl;
-    __syncthreads();
-    uint64_t before = 0, total = 0;
-#pragma unroll
-    for (int w = 0; w < THREADS / 32; ++w) {
-        if ((uint32_t)w < warp) before += plan.red[w];
-        total += plan.red[w];
-    }
+    uint64_t total;
+    const uint64_t lo = paged_decode__block_scan<THREADS>(plan, v, &total);
     if (!paged_decode__persist_share_of(total, b, nb, sh)) return false; /* uniform: every thread has total */
-    const uint64_t lo = before + incl - v, hi = before + incl;
-    if (v != 0u && lo <= sh.first && sh.first < hi) { /* one thread */
-        plan.seq = tid;
-        plan.base = lo;
-        plan.tiles = t;
-        plan.wbegin = wb;
-        plan.wend = we;
-        plan.x = sh.first;
-    }
+    paged_decode__persist_hold(plan, sh.first, tid, lo, v, t, wb, we);
     __syncthreads();
     return true;
 }
