@@ -192,6 +192,7 @@ struct Shape {
 };
 
 constexpr uint32_t kNq = 32, kNkv = 8, kHd = 128, kBs = 16;
+constexpr uint32_t kQOddStride = kNq * kHd + 1;  // Q rows 2 bytes past a 16-byte multiple apart
 constexpr uint32_t kPersistMaxCtas = 1024;  // the most blocks a persistent row launches
 constexpr float kInvSqrtD = 0.08838834764831845f;
 
@@ -208,6 +209,10 @@ struct Problem {
     uint64_t block_elems = 0;  // block_size * num_kv_heads * head_dim
     std::vector<CacheSet> sets;
     Buf q, lens, out, ws;
+    // Q again with rows one element past a 16-byte multiple apart
+    // (kQOddStride): the consumers' scalar Q loads, for the same-run A/B of
+    // paged_decode__mma_q's 16-byte loads.
+    Buf q_odd;
     uint64_t ws_bytes = 0;
     // The persistent launchers' workspace (kPersistMaxCtas blocks) and
     // counters (zeroed once, as the contract asks).
@@ -273,6 +278,8 @@ Problem make_problem(const Shape &s, uint32_t max_splits) {
     }
     p.q = Buf(size_t{s.num_seqs} * kNq * kHd * 2);
     fill_random(p.q, false, 99);
+    p.q_odd = Buf(size_t{s.num_seqs} * kQOddStride * 2);
+    fill_random(p.q_odd, false, 98);
     std::vector<int32_t> lens(s.num_seqs, static_cast<int32_t>(s.seq_len));
     p.lens = Buf(lens.size() * 4);
     ok(kl_cuda_memcpy_htod(&g_cuda, p.lens.p, lens.data(), lens.size() * 4), "upload of seq_lens");
@@ -452,23 +459,25 @@ void launch_bulk_seed(const Problem &p, int run, bool maps = false) {
            "kl_paged_decode_attn_fp8_gqa_bulk");
 }
 
-void launch_bulk_persist(const Problem &p, int run, uint32_t ctas, bool maps = false) {
+void launch_bulk_persist(const Problem &p, int run, uint32_t ctas, bool maps = false, bool odd_q = false) {
     const CacheSet &c = p.sets[run % p.sets.size()];
     const Shape &s = p.shape;
     if (ctas > kPersistMaxCtas) die("a persistent row asks for more blocks than its workspace holds");
+    const kl_bf16 *q = odd_q ? p.q_odd.as<kl_bf16>() : p.q.as<kl_bf16>();
+    const uint32_t q_stride = odd_q ? kQOddStride : kNq * kHd;
     if (maps && !s.fp8)
-        ok(kl_paged_decode_persist_bf16_gqa_tma(&g_k.persist_bf16_tma, p.q.as<kl_bf16>(), &c.km, &c.vm,
-                                                p.out.as<kl_bf16>(), c.tables.as<int32_t>(), p.lens.as<int32_t>(),
-                                                p.blocks_per_seq, s.num_seqs, kNq, kNkv, kHd, kBs, kInvSqrtD,
-                                                kNq * kHd, s.window, p.pws.as<float>(), p.pcnt.as<uint32_t>(), ctas,
-                                                p.pws_bytes, p.pcnt_words, g_mma_stream),
+        ok(kl_paged_decode_persist_bf16_gqa_tma(&g_k.persist_bf16_tma, q, &c.km, &c.vm, p.out.as<kl_bf16>(),
+                                                c.tables.as<int32_t>(), p.lens.as<int32_t>(), p.blocks_per_seq,
+                                                s.num_seqs, kNq, kNkv, kHd, kBs, kInvSqrtD, q_stride, s.window,
+                                                p.pws.as<float>(), p.pcnt.as<uint32_t>(), ctas, p.pws_bytes,
+                                                p.pcnt_words, g_mma_stream),
            "kl_paged_decode_persist_bf16_gqa_tma");
     else if (maps)
-        ok(kl_paged_decode_persist_fp8_gqa_tma(&g_k.persist_fp8_tma, p.q.as<kl_bf16>(), &c.km, &c.vm,
-                                               p.out.as<kl_bf16>(), c.tables.as<int32_t>(), p.lens.as<int32_t>(),
-                                               p.blocks_per_seq, s.num_seqs, kNq, kNkv, kHd, kBs, kInvSqrtD, 0.05f,
-                                               0.05f, kNq * kHd, s.window, p.pws.as<float>(), p.pcnt.as<uint32_t>(),
-                                               ctas, p.pws_bytes, p.pcnt_words, g_mma_stream),
+        ok(kl_paged_decode_persist_fp8_gqa_tma(&g_k.persist_fp8_tma, q, &c.km, &c.vm, p.out.as<kl_bf16>(),
+                                               c.tables.as<int32_t>(), p.lens.as<int32_t>(), p.blocks_per_seq,
+                                               s.num_seqs, kNq, kNkv, kHd, kBs, kInvSqrtD, 0.05f, 0.05f, q_stride,
+                                               s.window, p.pws.as<float>(), p.pcnt.as<uint32_t>(), ctas, p.pws_bytes,
+                                               p.pcnt_words, g_mma_stream),
            "kl_paged_decode_persist_fp8_gqa_tma");
     else if (!s.fp8)
         ok(kl_paged_decode_persist_bf16_gqa_bulk(&g_k.persist_bf16_bulk, p.q.as<kl_bf16>(), c.k.as<kl_bf16>(),
@@ -974,6 +983,16 @@ int main(int argc, char **argv) {
             if (n == r) rule_us = us;
         }
         check_persist_counters(p, k.c_str());
+        if (maps) {
+            // The same launch with Q's rows off 16 bytes (scalar Q loads),
+            // right after the aligned one: > 1 when the 16-byte loads pay.
+            const double odd_us = median_us([&](int run) { launch_bulk_persist(p, run, r, maps, true); }, g_mma_stream);
+            std::printf("  %s persistent %4u blocks, Q rows off 16 bytes (scalar Q loads) %8.1f us: %.3fx the aligned "
+                        "row's time\n",
+                        kind.c_str(), r, odd_us, odd_us / rule_us);
+            json_num(k + "_scalar_q_over_vector_q", odd_us / rule_us);
+            check_persist_counters(p, (k + " (Q off 16 bytes)").c_str());
+        }
         constexpr int kB2b = 8;
         const double b2b_us =
             median_us([&](int run) {

@@ -114,6 +114,9 @@ def main():
                 row("%s seed grid %s, fraction of copy" % (kind, label), b[k + "_seed_fraction_of_copy"], "{:.3f}")
                 row("%s persistent %s, 8 back to back (PDL), a launch: fraction of copy" % (kind, label),
                     b[k + "_b2b_fraction_of_copy"], "{:.3f}", goal)
+                if k + "_scalar_q_over_vector_q" in b:
+                    row("%s persistent %s: time with Q rows off 16 bytes (scalar Q loads) over aligned" % (kind, label),
+                        b[k + "_scalar_q_over_vector_q"], "{:.3f}")
                 if kind == "tma":
                     row("persistent _mma %s, 8 back to back, a launch: fraction of copy" % label,
                         b[key + "_persist_b2b_fraction_of_copy"], "{:.3f}")
