@@ -695,7 +695,7 @@ void trace_timelines(const char *path) {
             std::sort(v.begin(), v.end());
             return v[v.size() / 2];
         };
-        const char *names[kStamps] = {"entry", "ring set up", "griddep wait", "seq_lens summed", "first tile found",
+        const char *names[kStamps] = {"entry", "ring set up", "griddep wait", "(3: not stamped since the one-pass scan)", "first tile found",
                                       "first copies issued", "first tile landed", "last piece computed",
                                       "last piece merged", "cut arrival counted", "last arrival merged",
                                       "consumers end", "2nd piece begins", "producers' last issue"};

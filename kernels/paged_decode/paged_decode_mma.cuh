@@ -187,11 +187,6 @@ struct paged_decode__mma_dims_linear {
     static __device__ __forceinline__ constexpr uint32_t voff(uint32_t i) { return i; }
 };
 
-/* Q's A fragments for lane (g, t): qa[j][0] = Q[g][kdim(t, 4j + {0,1})],
- * qa[j][1] = Q[g][kdim(t, 4j + {2,3})] (rows g + 8 are zero, passed as 0).
- * F16 (fp8 caches): Q scaled by a power of two that puts the group's max |q|
- * in [2^14, 2^15) and rounded to f16; the power of two is taken out of
- * score_scale again (exact). Every lane of the warp takes part (a shuffle). */
 /* Whether a lane's 32 Q dims under Dims are 4 runs of 8 consecutive dims,
  * each starting at a multiple of 8 (both dims layouts here), so that a
  * 16-byte aligned Q row is read as 4 16-byte loads a lane. */
@@ -203,6 +198,11 @@ template <class Dims> static __device__ __forceinline__ constexpr bool paged_dec
     return true;
 }
 
+/* Q's A fragments for lane (g, t): qa[j][0] = Q[g][kdim(t, 4j + {0,1})],
+ * qa[j][1] = Q[g][kdim(t, 4j + {2,3})] (rows g + 8 are zero, passed as 0).
+ * F16 (fp8 caches): Q scaled by a power of two that puts the group's max |q|
+ * in [2^14, 2^15) and rounded to f16; the power of two is taken out of
+ * score_scale again (exact). Every lane of the warp takes part (a shuffle). */
 template <bool F16, int NH, class Dims>
 static __device__ __forceinline__ void paged_decode__mma_q(uint32_t (&qa)[8][2], const __nv_bfloat16 *__restrict__ q_grp,
                                                            uint32_t g, uint32_t t, bool head_lane, float &score_scale) {

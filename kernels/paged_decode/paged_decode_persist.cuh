@@ -124,9 +124,10 @@ static __device__ __forceinline__ void paged_decode__persist_blocks_of(uint64_t 
 }
 
 /* A cut unit's arrival, by one thread after its block's record is out and
- * fenced (by every writer, or by this thread after a barrier with them): the unit's blocks b0 .. b1 count on its counter; the last to
- * arrive resets it for the next launch and gets true (its fence orders the
- * other blocks' records before its reads). */
+ * fenced (by every writer, or by this thread after a barrier with them):
+ * the unit's blocks b0 .. b1 count on its counter; the last to arrive
+ * resets it for the next launch and gets true (its fence orders the other
+ * blocks' records before its reads). */
 static __device__ __forceinline__ bool paged_decode__persist_arrive(uint32_t *counter, uint32_t b0, uint32_t b1) {
     const bool last = atomicAdd(counter, 1u) == b1 - b0;
     if (last) {
