@@ -100,6 +100,16 @@ static __device__ __forceinline__ void kl__ldmatrix_x2_trans(uint32_t (&r)[2], u
                  : "r"(addr));
 }
 
+/* ---- movmatrix (sm_75): an 8x8 b16 matrix in registers, transposed ---- */
+
+/* Lane L holds row L / 4, columns 2 (L % 4) and 2 (L % 4) + 1 (the first in
+ * the low half) of M; returns the same elements of M^T. */
+static __device__ __forceinline__ uint32_t kl__movmatrix_trans(uint32_t a) {
+    uint32_t d;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
+    return d;
+}
+
 /* ---- mma.sync m16n8k16 (sm_80), fp32 accumulators: c += A * B ---- */
 
 static __device__ __forceinline__ void kl__mma_m16n8k16_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
@@ -131,6 +141,14 @@ static __device__ __forceinline__ float kl__ex2_approx_ftz(float x) {
 static __device__ __forceinline__ uint32_t kl__cvt_f16x2_e4m3x2(uint16_t a) {
     uint32_t d;
     asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(d) : "h"(a));
+    return d;
+}
+/* The same of bits 16-31 of a (byte 2 -> low half): the 32-bit register
+ * split in place (mov.b32 {lo, hi}), so ptxas reads its upper half as the
+ * operand (F2FP ... R.H1) where a shifted 16-bit value costs a shift. */
+static __device__ __forceinline__ uint32_t kl__cvt_f16x2_e4m3x2_hi(uint32_t a) {
+    uint32_t d;
+    asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, hi;\n}" : "=r"(d) : "r"(a));
     return d;
 }
 /* cvt.rn.satfinite.e4m3x2.f32 (sm_89): hi to the upper byte, lo to the lower;

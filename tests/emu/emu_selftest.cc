@@ -142,6 +142,22 @@ TEST(EmuLdmatrix, X4TransFragmentsOfLanes0And5) {
     EXPECT_EQ(r[4 * 5 + 3], 0x0B090A09u);  // lane 5, matrix 3 (rows 8.., cols 8..): M[10][9], M[11][9]
 }
 
+// ---- movmatrix -----------------------------------------------------------------------
+// PTX ISA: lane L holds row L / 4, elements 2 (L % 4) and 2 (L % 4) + 1 of
+// an 8x8 b16 matrix and receives the same of its transpose.
+
+TEST(EmuMovmatrix, TransGivesEachLaneItsRowOfTheTranspose) {
+    emu::Buffer<uint32_t> out(32, emu::Access::kWrite, "out");
+    EXPECT_CLEAN(emu::run(image(), "emu_test_movmatrix", {1, 1, 1}, {32, 1, 1}, 0, out.data()));
+    EXPECT_EQ(out[0], 0x01000000u);  // lane 0: M[0][0], M[1][0]
+    EXPECT_EQ(out[5], 0x03010201u);  // lane 5 (row 1 of M^T, cols 2, 3): M[2][1], M[3][1]
+    EXPECT_EQ(out[31], 0x07070607u); // lane 31: M[6][7], M[7][7]
+    for (uint32_t l = 0; l < 32; ++l) {
+        const uint32_t r = 2 * (l % 4), c = l / 4;
+        EXPECT_EQ(out[l], ((r << 8) | c) | ((((r + 1) << 8) | c) << 16)) << "lane " << l;
+    }
+}
+
 // ---- mma.sync.m16n8k16 ----------------------------------------------------------------
 // A[r][k] = 16 r + k, B[k][n] = 1 if k == n, 2 if k == n + 8, C = 0.5, so
 // D[r][n] = 48 r + 3 n + 16.5. Registers placed by the ISA's fragment
@@ -227,7 +243,9 @@ TEST(EmuCvt, E4m3x2ToF16x2EdgeValues) {
     // cvt.rn.f16x2.e4m3x2: low byte to the low half. E4M3: bias 7, 448 =
     // 1.75 * 2^8 is MAX_NORM, S.1111.111 is NaN, 0x01 = 2^-9 subnormal.
     const std::vector<uint32_t> in = {0x0000, 0x0080, 0x007E, 0x007F, 0x00FF, 0x0001, 0x0008, 0x0038, 0x00B8, 0x7E38};
-    for (uint32_t mode : {0u, 4u}) {  // the PTX wrapper and cuda_fp8.h's __nv_cvt_fp8x2_to_halfraw2
+    // Mode 0: the PTX wrapper; 4: cuda_fp8.h's __nv_cvt_fp8x2_to_halfraw2;
+    // 5: the wrapper of the high half, the same pairs in bits 16-31 over other low bits.
+    for (uint32_t mode : {0u, 4u, 5u}) {
         const auto r = convert(mode, in, (uint32_t)in.size());
         EXPECT_EQ(r[0], 0x00000000u) << "+0";
         EXPECT_EQ(r[1], 0x00008000u) << "-0";

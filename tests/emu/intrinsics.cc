@@ -222,6 +222,26 @@ void ldmatrix(uint32_t *r, uint32_t addr, int num, bool trans) {
     for (int j = 0; j < num; ++j) r[j] = out[j];
 }
 
+// movmatrix.sync.aligned.m8n8.trans.b16 (PTX ISA): lane L holds, of an 8x8
+// matrix of 16-bit elements, row L / 4, elements 2 (L % 4) and 2 (L % 4) + 1
+// (the first in the low half), and receives the same of the transposed
+// matrix: M[2 (L % 4)][L / 4] low, M[2 (L % 4) + 1][L / 4] high.
+uint32_t movmatrix_trans(uint32_t a) {
+    uint32_t out = 0;
+    emu::warp_collective(0xffffffffu, "movmatrix.trans", &a, 1, &out, 1,
+                         [](const uint32_t (*ins)[16], uint32_t (*outs)[16], uint32_t) {
+                             auto at = [&](uint32_t row, uint32_t col) -> uint32_t {
+                                 const uint32_t w = ins[4u * row + col / 2u][0];
+                                 return (col & 1u) ? w >> 16 : w & 0xffffu;
+                             };
+                             for (uint32_t l = 0; l < 32u; ++l) {
+                                 const uint32_t r = 2u * (l % 4u), c = l / 4u;
+                                 outs[l][0] = at(r, c) | (at(r + 1u, c) << 16);
+                             }
+                         });
+    return out;
+}
+
 // mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32 (PTX ISA,
 // "Matrix Fragments for mma.m16n8k16 with floating point type"), with
 // groupID g = lane / 4 and threadID_in_group t = lane % 4:

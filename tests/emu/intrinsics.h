@@ -49,6 +49,7 @@ void cp_async_wait(uint32_t pending);
 void ld_shared(uint32_t addr, void *out, uint32_t bytes);
 void st_shared(uint32_t addr, const void *in, uint32_t bytes);
 void ldmatrix(uint32_t *r, uint32_t addr, int num, bool trans);
+uint32_t movmatrix_trans(uint32_t a);  // movmatrix.sync.aligned.m8n8.trans.b16
 enum MmaType { kMmaBf16 = 0, kMmaF16 = 1 };
 void mma_m16n8k16_f32(MmaType type, float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
                       const float (&c)[4]);

@@ -53,6 +53,8 @@ static inline void kl__ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) { ::em
 static inline void kl__ldmatrix_x2(uint32_t (&r)[2], uint32_t addr) { ::emu::cu::ldmatrix(r, addr, 2, false); }
 static inline void kl__ldmatrix_x2_trans(uint32_t (&r)[2], uint32_t addr) { ::emu::cu::ldmatrix(r, addr, 2, true); }
 
+static inline uint32_t kl__movmatrix_trans(uint32_t a) { return ::emu::cu::movmatrix_trans(a); }
+
 static inline void kl__mma_m16n8k16_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     const float c0[4] = {c[0], c[1], c[2], c[3]};
     ::emu::cu::mma_m16n8k16_f32(::emu::cu::kMmaBf16, c, a, b0, b1, c0);
@@ -64,6 +66,7 @@ static inline void kl__mma_m16n8k16_f16(float (&c)[4], const uint32_t (&a)[4], u
 
 static inline float kl__ex2_approx_ftz(float x) { return ::emu::cu::ex2_approx_ftz(x); }
 static inline uint32_t kl__cvt_f16x2_e4m3x2(uint16_t a) { return ::emu::cu::cvt_f16x2_e4m3x2(a); }
+static inline uint32_t kl__cvt_f16x2_e4m3x2_hi(uint32_t a) { return ::emu::cu::cvt_f16x2_e4m3x2((uint16_t)(a >> 16)); }
 static inline uint16_t kl__cvt_e4m3x2_f32(float hi, float lo) { return ::emu::cu::cvt_e4m3x2_f32_satfinite(hi, lo); }
 
 static inline void kl__bar_sync(uint32_t id, uint32_t threads) { ::emu::cu::bar_sync(id, threads); }

@@ -57,6 +57,13 @@ extern "C" __global__ void emu_test_ldmatrix(uint32_t *out, const uint16_t *src,
     for (int k = 0; k < 4; ++k) out[4 * l + k] = r[k];
 }
 
+/* movmatrix.trans of M[r][c] = (r << 8) | c, r, c < 8: lane L gives row
+ * L / 4, elements 2 (L % 4), 2 (L % 4) + 1; out[L] = what it receives. */
+extern "C" __global__ void emu_test_movmatrix(uint32_t *out) {
+    const uint32_t l = threadIdx.x, r = l / 4u, c = 2u * (l % 4u);
+    out[l] = kl__movmatrix_trans(((r << 8) | c) | (((r << 8) | (c + 1u)) << 16));
+}
+
 /* One mma.m16n8k16 with per-lane registers given: regs[10 L + {0..3}] = a,
  * {4, 5} = b, {6..9} = c (floats as bits); d[4 L + i] = d_i of lane L. */
 extern "C" __global__ void emu_test_mma(float *d, const uint32_t *regs, uint32_t f16) {
@@ -87,7 +94,8 @@ extern "C" __global__ void emu_test_cp_async(uint32_t *before, uint32_t *after, 
 
 /* Conversions: out[i] for input bits in[i] (mode 0: e4m3x2 -> f16x2 of the
  * low 16 bits; 1: the pair of floats in[2i], in[2i+1] -> e4m3x2 satfinite;
- * 2: float -> bf16 round to nearest even; 3: ex2.approx.ftz). */
+ * 2: float -> bf16 round to nearest even; 3: ex2.approx.ftz; 4: cuda_fp8.h's
+ * e4m3x2 -> f16x2; 5: e4m3x2 -> f16x2 of in[i] moved to bits 16-31). */
 extern "C" __global__ void emu_test_convert(uint32_t *out, const uint32_t *in, uint32_t mode, uint32_t n) {
     for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
         if (mode == 0) out[i] = kl__cvt_f16x2_e4m3x2((uint16_t)in[i]);
@@ -97,6 +105,7 @@ extern "C" __global__ void emu_test_convert(uint32_t *out, const uint32_t *in, u
             out[i] = *reinterpret_cast<const unsigned short *>(&b);
         }
         if (mode == 3) out[i] = __float_as_uint(kl__ex2_approx_ftz(__uint_as_float(in[i])));
+        if (mode == 5) out[i] = kl__cvt_f16x2_e4m3x2_hi((in[i] << 16) | 0xA5C3u); /* the high half's pair */
         if (mode == 4) {
             const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)in[i], __NV_E4M3);
             out[i] = (uint32_t)r.x | ((uint32_t)r.y << 16);
