@@ -86,12 +86,18 @@
 #define KLAUNCH_KERNELS_PAGED_DECODE_BULK_CUH
 
 #include "paged_decode_mma.cuh"
+#include "paged_decode_mma_pos.cuh"
 #include "paged_decode_persist.cuh"
 #include "../common/kl_ptx_sm90.cuh"
 
 #define PAGED_DECODE__BULK_PRODUCERS 4 /* producer warps: 8 .. 11 */
 #define PAGED_DECODE__BULK_THREADS 384 /* 8 consumer warps and the producers */
 #define PAGED_DECODE__BULK_MERGE_BAR 1u /* the consumers' named barrier */
+
+/* PAGED_DECODE_BULK_HEAD_ROWS (bench/decode/ab.sh's build only, never the
+ * library's): the consumers take the _mma kernels' step (S with query heads
+ * as rows: 16 HMMA a tile, half on zeros) instead of
+ * paged_decode__mma_pos_step, for decode_bench --ab's same-run A/B. */
 
 /* PAGED_DECODE_TRACE (bench/decode/trace.sh's build only, never the
  * library's): a persistent block's timeline, for what a launch costs
@@ -467,9 +473,14 @@ static __device__ __forceinline__ void paged_decode__bulk_consume(paged_decode__
     float o[8][4];
 #pragma unroll
     for (int i = 0; i < 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-    float m = -INFINITY, l = 0.0f;
     const uint32_t begin = p.pb, end = p.pe;
+#ifndef PAGED_DECODE_BULK_HEAD_ROWS
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* heads 2t, 2t + 1 */
+    const paged_decode__mma_pos_step<FP8, NH> step{qa, o, m, l, score_scale, g, t, begin, end};
+#else
+    float m = -INFINITY, l = 0.0f; /* head g */
     const paged_decode__mma_step<FP8, NH> step{qa, o, m, l, score_scale, head_lane, t, begin, end};
+#endif
 
     /* This lane's read addresses in a slot (bytes from the slot's start):
      * K rows g + 8u from its dims' first chunk, V rows 2t + (u & 1) +
@@ -541,7 +552,11 @@ static __device__ __forceinline__ void paged_decode__bulk_consume(paged_decode__
         }
         step(x, p.t0 + i);
     }
+#ifndef PAGED_DECODE_BULK_HEAD_ROWS
+    paged_decode__mma_pos_leave<NH, Dims>(sm, warp, g, t, m, l, o);
+#else
     paged_decode__mma_leave<NH, Dims>(sm, warp, g, t, head_lane, m, l, o);
+#endif
 }
 
 /* Rows 16-byte aligned, so the copy engine can move them (cp.async.bulk:

@@ -105,6 +105,16 @@ static __device__ __forceinline__ uint32_t paged_decode__e4m3x2_f16x2(uint32_t x
 #endif
 }
 
+/* The same of bits 16-31 of x: on sm_89+ ptxas reads the register's upper
+ * half in place (no shift: kl__cvt_f16x2_e4m3x2_hi). */
+static __device__ __forceinline__ uint32_t paged_decode__e4m3x2_f16x2_hi(uint32_t x) {
+#if !PAGED_DECODE__SOFT_FP8
+    return kl__cvt_f16x2_e4m3x2_hi(x);
+#else
+    return paged_decode__e4m3x2_f16x2(x >> 16);
+#endif
+}
+
 /* Two floats as a packed pair of the MMA's input type (round to nearest
  * even), lo in bits 0-15. */
 template <bool F16> static __device__ __forceinline__ uint32_t paged_decode__pack2(float lo, float hi) {
@@ -251,6 +261,35 @@ static __device__ __forceinline__ void paged_decode__mma_q(uint32_t (&qa)[8][2],
     }
 }
 
+/* O^T += V^T P^T over 8 m-tiles of 16 dims, P^T's B fragments pb0, pb1
+ * (positions 2t, 2t + 1 and 2t + 8, 2t + 9 of head g; bf16: the hi parts,
+ * pl0, pl1 the lo parts) and the tile's V words (x.v). */
+template <bool FP8>
+static __device__ __forceinline__ void paged_decode__mma_pv(float (&o)[8][4], const paged_decode__mma_tile<FP8> &x,
+                                                            uint32_t pb0, uint32_t pb1, uint32_t pl0, uint32_t pl1) {
+    constexpr bool F16 = FP8;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        uint32_t a0, a1, a2, a3;
+        if constexpr (FP8) {
+            const uint32_t sel = (i & 1) ? 0x7362u : 0x5140u; /* bytes 2,3 or 0,1 of both rows */
+            const uint32_t lo = __byte_perm(x.v[0][i >> 1], x.v[1][i >> 1], sel);
+            const uint32_t hi = __byte_perm(x.v[2][i >> 1], x.v[3][i >> 1], sel);
+            a0 = paged_decode__e4m3x2_f16x2(lo);
+            a1 = paged_decode__e4m3x2_f16x2_hi(lo);
+            a2 = paged_decode__e4m3x2_f16x2(hi);
+            a3 = paged_decode__e4m3x2_f16x2_hi(hi);
+        } else {
+            a0 = __byte_perm(x.v[0][i], x.v[1][i], 0x5410u);
+            a1 = __byte_perm(x.v[0][i], x.v[1][i], 0x7632u);
+            a2 = __byte_perm(x.v[2][i], x.v[3][i], 0x5410u);
+            a3 = __byte_perm(x.v[2][i], x.v[3][i], 0x7632u);
+        }
+        paged_decode__mma<F16>(o[i], a0, a1, a2, a3, pb0, pb1);
+        if constexpr (!F16) paged_decode__mma<false>(o[i], a0, a1, a2, a3, pl0, pl1);
+    }
+}
+
 /* One tile of 16 positions [p0, p0 + 16) of a warp, its raw words in x (as
  * paged_decode__mma_tile lays them out: masked positions' V words zero):
  * S = Q K^T, the online softmax of head g over the positions in [begin,
@@ -279,7 +318,7 @@ template <bool FP8, int NH> struct paged_decode__mma_step {
             uint32_t b0, b1;
             if constexpr (FP8) {
                 b0 = paged_decode__e4m3x2_f16x2(x.k[n][j]);
-                b1 = paged_decode__e4m3x2_f16x2(x.k[n][j] >> 16);
+                b1 = paged_decode__e4m3x2_f16x2_hi(x.k[n][j]);
             } else {
                 b0 = x.k[n][2 * j];
                 b1 = x.k[n][2 * j + 1];
@@ -335,29 +374,27 @@ template <bool FP8, int NH> struct paged_decode__mma_step {
         pl0 = paged_decode__pack2<false>(p[0][0] - h0.x, p[0][1] - h0.y);
         pl1 = paged_decode__pack2<false>(p[1][0] - h1.x, p[1][1] - h1.y);
     }
-    /* O^T += V^T P^T over 8 m-tiles of 16 dims. */
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-        uint32_t a0, a1, a2, a3;
-        if constexpr (FP8) {
-            const uint32_t sel = (i & 1) ? 0x7362u : 0x5140u; /* bytes 2,3 or 0,1 of both rows */
-            const uint32_t lo = __byte_perm(x.v[0][i >> 1], x.v[1][i >> 1], sel);
-            const uint32_t hi = __byte_perm(x.v[2][i >> 1], x.v[3][i >> 1], sel);
-            a0 = paged_decode__e4m3x2_f16x2(lo);
-            a1 = paged_decode__e4m3x2_f16x2(lo >> 16);
-            a2 = paged_decode__e4m3x2_f16x2(hi);
-            a3 = paged_decode__e4m3x2_f16x2(hi >> 16);
-        } else {
-            a0 = __byte_perm(x.v[0][i], x.v[1][i], 0x5410u);
-            a1 = __byte_perm(x.v[0][i], x.v[1][i], 0x7632u);
-            a2 = __byte_perm(x.v[2][i], x.v[3][i], 0x5410u);
-            a3 = __byte_perm(x.v[2][i], x.v[3][i], 0x7632u);
-        }
-        paged_decode__mma<F16>(o[i], a0, a1, a2, a3, pb0, pb1);
-        if constexpr (!F16) paged_decode__mma<false>(o[i], a0, a1, a2, a3, pl0, pl1);
-    }
+    paged_decode__mma_pv<FP8>(o, x, pb0, pb1, pl0, pl1);
     }
 };
+
+/* O^T's accumulators of lane (g, t) into the merge scratch: dims vdim(g, .)
+ * of heads 2t, 2t + 1 (those < NH). */
+template <int NH, class Dims>
+static __device__ __forceinline__ void paged_decode__mma_leave_acc(paged_decode__gqa_smem<NH, 128> &sm, uint32_t warp,
+                                                                   uint32_t g, uint32_t t, const float (&o)[8][4]) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+        const uint32_t h = 2u * t + (uint32_t)c;
+        if (h < (uint32_t)NH) {
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                sm.acc[warp][h][Dims::vbase(g) + Dims::voff(2u * (uint32_t)i)] = o[i][c];
+                sm.acc[warp][h][Dims::vbase(g) + Dims::voff(2u * (uint32_t)i + 1u)] = o[i][2 + c];
+            }
+        }
+    }
+}
 
 /* A warp's state after its last tile, into the block's merge scratch:
  * head g's (m, l) (l summed over its 4 lanes here) and O^T's accumulators
@@ -372,17 +409,7 @@ static __device__ __forceinline__ void paged_decode__mma_leave(paged_decode__gqa
         sm.m[warp][g] = m;
         sm.l[warp][g] = l;
     }
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-        const uint32_t h = 2u * t + (uint32_t)c;
-        if (h < (uint32_t)NH) {
-#pragma unroll
-            for (int i = 0; i < 8; ++i) {
-                sm.acc[warp][h][Dims::vbase(g) + Dims::voff(2u * (uint32_t)i)] = o[i][c];
-                sm.acc[warp][h][Dims::vbase(g) + Dims::voff(2u * (uint32_t)i + 1u)] = o[i][2 + c];
-            }
-        }
-    }
+    paged_decode__mma_leave_acc<NH, Dims>(sm, warp, g, t, o);
 }
 
 /* ---- the core ---------------------------------------------------------------- */
