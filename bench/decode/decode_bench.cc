@@ -1,12 +1,15 @@
 // decode_bench: paged decode attention against the GPU's copy bandwidth.
 //
-//   decode_bench [--json FILE] [--runs N] [--only-gqa] [--only-fixed] [--trace CUBIN]
+//   decode_bench [--json FILE] [--runs N] [--only-gqa] [--only-fixed] [--trace CUBIN] [--ab CUBIN]
 //
 // --only-gqa: copy and the 32 x 4096 rows only (for a profiler's run).
 // --only-fixed: copy and the fixed-cost sweep only (the same).
 // --trace CUBIN: only the timelines of the `_tma` persistent launchers'
 //   blocks, from CUBIN (bench/decode/trace.sh's build, whose kernels stamp
 //   their phases; see trace_timelines below).
+// --ab CUBIN: only a same-run A/B of the `_tma` persistent launchers: this
+//   build's kernels (A) against CUBIN's (B: bench/decode/ab.sh's build of
+//   another consumer step), interleaved; see ab_compare below.
 //
 // All kernel times are CUDA events around each run (cuEventRecord on the
 // legacy stream before and after), runs queued back to back, the median of
@@ -790,12 +793,93 @@ void trace_timelines(const char *path) {
     }
 }
 
+// --ab: the `_tma` persistent kernels of this build (A) against those of
+// `path` (B, bench/decode/ab.sh), at the rule's grid, on 32 x 4096 bf16 and
+// fp8 and 1 x 32768 bf16. A's and B's outputs are first checked against the
+// _mma seed kernel's. Then kAbRounds rounds, each timing A
+// then B (median of --runs launches each, KV sets rotated): the median over
+// the rounds of B's time over A's (> 1: A is faster), and each one's
+// fraction of the copy bandwidth measured in the same run. Keys
+// ab_<shape>_{a_us,b_us,b_over_a,a_fraction_of_copy,b_fraction_of_copy}.
+void ab_compare(const char *path) {
+    constexpr int kAbRounds = 5;
+    FILE *f = std::fopen(path, "rb");
+    if (f == nullptr) die(std::string("--ab: cannot open ") + path);
+    std::vector<unsigned char> bytes;
+    unsigned char buf[65536];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.insert(bytes.end(), buf, buf + n);
+    std::fclose(f);
+    std::vector<uint64_t> image((bytes.size() + 7) / 8);
+    std::memcpy(image.data(), bytes.data(), bytes.size());
+    kl_module bmod;
+    ok(kl_module_load(&g_cuda.base, image.data(), bytes.size(), &bmod), std::string("--ab: loading ") + path);
+    Kernels b = g_k;
+    ok(kl_paged_decode_persist_bf16_gqa_tma_get(&b.persist_bf16_tma, &bmod), "--ab: B's bf16 _tma kernel");
+    ok(kl_paged_decode_persist_fp8_gqa_tma_get(&b.persist_fp8_tma, &bmod), "--ab: B's fp8 _tma kernel");
+    const Kernels a = g_k;
+    double copy_gbps;
+    {
+        const size_t cbytes = 512u << 20;
+        Buf src(cbytes), dst(cbytes);
+        fill_random(src, false, 1);
+        const double us = median_us([&](int) { cu(g_drv.memcpy_dtod(dst.addr(), src.addr(), cbytes), "cuMemcpyDtoD"); });
+        copy_gbps = gbps(2 * cbytes, us);
+    }
+    std::printf("ab        copy %.1f GB/s; A = this build, B = %s\n", copy_gbps, path);
+    json_num("ab_copy_gbps", copy_gbps);
+    const uint32_t sms = sm_count();
+    struct Case {
+        const char *key;
+        Shape shape;
+    };
+    const Case cases[] = {{"32x4096_bf16", Shape{32, 4096, 0, false}},
+                          {"32x4096_fp8", Shape{32, 4096, 0, true}},
+                          {"1x32768_bf16", Shape{1, 32768, 0, false}}};
+    auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
+    for (const Case &c : cases) {
+        Problem p = make_problem(c.shape, 2);
+        const uint32_t r = kl_paged_decode_persist_ctas(c.shape.num_seqs, kNkv, c.shape.seq_len, 0, sms);
+        const std::string k = std::string("ab_") + c.key;
+        check_matches_mma_seed(p, k.c_str(), "A's tma persistent at " + std::to_string(r) + " blocks",
+                               [&] { launch_bulk_persist(p, 0, r, true); });
+        g_k = b;
+        check_matches_mma_seed(p, k.c_str(), "B's tma persistent at " + std::to_string(r) + " blocks",
+                               [&] { launch_bulk_persist(p, 0, r, true); });
+        std::vector<double> a_us, b_us, ratio;
+        for (int round = 0; round < kAbRounds; round++) {
+            g_k = a;
+            a_us.push_back(median_us([&](int run) { launch_bulk_persist(p, run, r, true); }, g_mma_stream));
+            g_k = b;
+            b_us.push_back(median_us([&](int run) { launch_bulk_persist(p, run, r, true); }, g_mma_stream));
+            ratio.push_back(b_us.back() / a_us.back());
+        }
+        g_k = a;
+        check_persist_counters(p, k.c_str());
+        const double am = median(a_us), bm = median(b_us), rm = median(ratio);
+        const double af = gbps(p.kv_bytes_read(), am) / copy_gbps, bf = gbps(p.kv_bytes_read(), bm) / copy_gbps;
+        std::printf("ab        %-13s %4u blocks: A %8.1f us (%.3f of copy)  B %8.1f us (%.3f of copy)  B/A %.3f "
+                    "(rounds %.3f..%.3f)\n",
+                    c.key, r, am, af, bm, bf, rm, *std::min_element(ratio.begin(), ratio.end()),
+                    *std::max_element(ratio.begin(), ratio.end()));
+        json_num(k + "_a_us", am);
+        json_num(k + "_b_us", bm);
+        json_num(k + "_b_over_a", rm);
+        json_num(k + "_a_fraction_of_copy", af);
+        json_num(k + "_b_fraction_of_copy", bf);
+    }
+    kl_module_unload(&bmod);
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
     const char *json_path = nullptr;
     bool only_gqa = false, only_fixed = false;
-    const char *trace_path = nullptr;
+    const char *trace_path = nullptr, *ab_path = nullptr;
     for (int i = 1; i < argc; i++) {
         if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc)
             json_path = argv[++i];
@@ -807,9 +891,11 @@ int main(int argc, char **argv) {
             only_fixed = true;
         else if (std::strcmp(argv[i], "--trace") == 0 && i + 1 < argc)
             trace_path = argv[++i];
+        else if (std::strcmp(argv[i], "--ab") == 0 && i + 1 < argc)
+            ab_path = argv[++i];
         else
             die(std::string("unknown argument ") + argv[i] +
-                " (decode_bench [--json FILE] [--runs N] [--only-gqa] [--only-fixed] [--trace CUBIN])");
+                " (decode_bench [--json FILE] [--runs N] [--only-gqa] [--only-fixed] [--trace CUBIN] [--ab CUBIN])");
     }
     init_decode_driver();
     char name[256] = "?";
@@ -849,9 +935,10 @@ int main(int argc, char **argv) {
     if (g_have_pdl) cu(g_stream_create(&g_mma_stream, 0), "cuStreamCreate");
     json_num("mma_split_combine_pdl", g_have_pdl ? 1 : 0);
     if (!kl_paged_decode_gqa_applies(&g_k.attn_bf16, kNq, kNkv, kHd)) die("the gqa4_d128 kernels do not fit 32/8 heads");
-    if (trace_path != nullptr) {
-        if (!g_have_bulk || !g_have_pdl) die("--trace: the copy-engine kernels do not load here");
-        trace_timelines(trace_path);
+    if (trace_path != nullptr || ab_path != nullptr) {
+        if (!g_have_bulk || !g_have_pdl) die("--trace/--ab: the copy-engine kernels do not load here");
+        if (trace_path != nullptr) trace_timelines(trace_path);
+        if (ab_path != nullptr) ab_compare(ab_path);
         if (json_path != nullptr) {
             FILE *f = std::fopen(json_path, "w");
             if (f == nullptr) die(std::string("cannot write ") + json_path);
