@@ -30,21 +30,21 @@
  * 16-byte aligned; a tensor map's box gathers a tile's 16 strided rows in
  * one copy where a tile is 16 slots of one block (block_size % 16 == 0).
  *
- * RING: NSLOT tile slots (16 bf16, 32 fp8), each 16 K rows then 16 V rows:
- * for row copies rows RS = row bytes + 16 apart (272 / 144 bytes: the 16
- * bytes make the consumers' 16-byte reads conflict-free, below), for the
- * tensor maps boxes of 16 rows x 128 bytes in the 128-byte swizzle (bf16:
- * dims 0-63 and 64-127 of K, then of V; fp8: K, then V). The block's tiles
- * form one stream, k = 0, 1, ... over all its pieces in order; tile k goes
- * to slot k % NSLOT, to consumer warp k % 8 and to producer warp 8 + k % 4,
- * so each consumer warp owns NSLOT / 8 slots (2 bf16, 4 fp8): 16 x 8 KiB or
- * 32 x 4 KiB = 128 KiB of cache in flight per block, whatever the
- * tensor-core warps' registers. Slot s has two mbarriers: full (count 1:
- * the producer's arrive.expect_tx; phase k / NSLOT) and empty (count 1:
- * lane 0 of the consuming warp once its lanes have read the tile into
- * registers, after __syncwarp); the producer waits on empty with the
- * opposite parity before it refills a slot (a fresh barrier passes that
- * wait at once).
+ * RING: NSLOT tile slots (16 bf16, 32 fp8 rows, 48 fp8 boxes), each 16 K
+ * rows then 16 V rows: for row copies rows RS = row bytes + 16 apart (272
+ * / 144 bytes: the 16 bytes make the consumers' 16-byte reads
+ * conflict-free, below), for the tensor maps boxes of 16 rows x 128 bytes
+ * in the 128-byte swizzle (bf16: dims 0-63 and 64-127 of K, then of V;
+ * fp8: K, then V). The block's tiles form one stream, k = 0, 1, ... over
+ * all its pieces in order; tile k goes to slot k % NSLOT, to consumer warp
+ * k % 8 and to producer warp 8 + k % 4, so each consumer warp owns NSLOT /
+ * 8 slots (2 bf16, 4 or 6 fp8): 16 x 8 KiB or 32 x 4 KiB = 128 KiB, 48 x 4
+ * KiB = 192 KiB of cache in flight per block, whatever the tensor-core
+ * warps' registers. Slot s has two mbarriers: full (count 1: the
+ * producer's arrive.expect_tx; phase k / NSLOT) and empty (count 1: lane 0
+ * of the consuming warp once its lanes have read the tile into registers,
+ * after __syncwarp); the producer waits on empty with the opposite parity
+ * before it refills a slot (a fresh barrier passes that wait at once).
  *
  * CONSUMER READS (ld.shared.v4, a quarter-warp of 8 lanes a wavefront):
  * lane (g, t) reads K rows g, g + 8 and V rows 2t, 2t + 1, 2t + 8, 2t + 9
@@ -94,10 +94,17 @@
 #define PAGED_DECODE__BULK_THREADS 384 /* 8 consumer warps and the producers */
 #define PAGED_DECODE__BULK_MERGE_BAR 1u /* the consumers' named barrier */
 
-/* PAGED_DECODE_BULK_HEAD_ROWS (bench/decode/ab.sh's build only, never the
- * library's): the consumers take the _mma kernels' step (S with query heads
- * as rows: 16 HMMA a tile, half on zeros) instead of
- * paged_decode__mma_pos_step, for decode_bench --ab's same-run A/B. */
+/* The fp8 box ring's slots: 48 x 4 KiB = 192 KiB in flight a block (the
+ * bf16 rings and fp8 rows: 128 KiB; 48 rows slots of 144-byte rows would
+ * not fit beside 8 heads' merge scratch). PAGED_DECODE_BULK_FP8_BOX_SLOTS
+ * (bench/decode/ab.sh's build only, never the library's: the spec's
+ * shared_bytes is the library's count) sets another count that fits the
+ * launcher's shared memory, for decode_bench --ab's same-run A/B. */
+#ifdef PAGED_DECODE_BULK_FP8_BOX_SLOTS
+#define PAGED_DECODE__BULK_FP8_BOX_SLOTS ((uint32_t)(PAGED_DECODE_BULK_FP8_BOX_SLOTS))
+#else
+#define PAGED_DECODE__BULK_FP8_BOX_SLOTS 48u
+#endif
 
 /* PAGED_DECODE_TRACE (bench/decode/trace.sh's build only, never the
  * library's): a persistent block's timeline, for what a launch costs
@@ -133,7 +140,7 @@ template <bool FP8, bool TMAP = false> struct paged_decode__bulk_ring {
     static constexpr uint32_t ES = FP8 ? 1u : 2u;
     static constexpr uint32_t ROW = 128u * ES;    /* bytes of one KV head's row: head dim 128 */
     static constexpr uint32_t RS = ROW + 16u;     /* row pitch in a slot of rows: 16 (mod 128) */
-    static constexpr uint32_t NSLOT = FP8 ? 32u : 16u;
+    static constexpr uint32_t NSLOT = FP8 ? (TMAP ? PAGED_DECODE__BULK_FP8_BOX_SLOTS : 32u) : 16u;
     static constexpr uint32_t BOX = 2048u;        /* TMAP: 16 rows of 128 bytes */
     static constexpr uint32_t BOXES = ROW / 128u; /* TMAP: boxes per cache and tile */
     static constexpr uint32_t SLOT = TMAP ? 32u * ROW : 32u * RS; /* 16 K rows, 16 V rows */
@@ -474,13 +481,8 @@ static __device__ __forceinline__ void paged_decode__bulk_consume(paged_decode__
 #pragma unroll
     for (int i = 0; i < 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     const uint32_t begin = p.pb, end = p.pe;
-#ifndef PAGED_DECODE_BULK_HEAD_ROWS
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* heads 2t, 2t + 1 */
     const paged_decode__mma_pos_step<FP8, NH> step{qa, o, m, l, score_scale, g, t, begin, end};
-#else
-    float m = -INFINITY, l = 0.0f; /* head g */
-    const paged_decode__mma_step<FP8, NH> step{qa, o, m, l, score_scale, head_lane, t, begin, end};
-#endif
 
     /* This lane's read addresses in a slot (bytes from the slot's start):
      * K rows g + 8u from its dims' first chunk, V rows 2t + (u & 1) +
@@ -552,11 +554,7 @@ static __device__ __forceinline__ void paged_decode__bulk_consume(paged_decode__
         }
         step(x, p.t0 + i);
     }
-#ifndef PAGED_DECODE_BULK_HEAD_ROWS
     paged_decode__mma_pos_leave<NH, Dims>(sm, warp, g, t, m, l, o);
-#else
-    paged_decode__mma_leave<NH, Dims>(sm, warp, g, t, head_lane, m, l, o);
-#endif
 }
 
 /* Rows 16-byte aligned, so the copy engine can move them (cp.async.bulk:

@@ -33,8 +33,9 @@
  * 64-68%, 35% of stalls on global-load scoreboards, a 4th register tile
  * did not help), 1 x 32768 0.725 (persistent). Here the consumers'
  * registers hold the one tile being computed; the bytes in flight are the
- * ring's, 16 x 8 KiB (bf16) or 32 x 4 KiB (fp8) = 128 KiB per SM, refilled
- * as soon as a consumer releases a slot.
+ * ring's, 16 x 8 KiB (bf16) or 32 x 4 KiB (fp8 rows) = 128 KiB per SM, 48
+ * x 4 KiB (fp8 boxes) = 192 KiB, refilled as soon as a consumer releases a
+ * slot.
  *
  * COUNTS per tile of 16 positions x 1 KV head (head dim 128, NH <= 8
  * query heads of the group; SASS of the sm_90a cubin, nvcc 13.0,
@@ -59,9 +60,9 @@
  * Registers: __launch_bounds__(384, 1) gives at most 168 a thread (12
  * warps: three share a sub-partition's 16384); ptxas -v: 123-168, no
  * spills (sass_test). Shared memory (dynamic, the spec's shared_bytes): a
- * ring of 16 (bf16) / 32 (fp8) slots, rows: 32 rows x 272 / 144 bytes
- * (139264 / 147456), boxes: 8 / 4 KiB (131072, 1024-byte aligned, 1 KiB
- * of slack); 2 mbarriers a slot; the merge scratch, 4160 bytes a query
+ * ring of 16 (bf16) / 32 (fp8) slots of rows, 32 rows x 272 / 144 bytes
+ * (139264 / 147456), or 16 / 48 slots of boxes, 8 / 4 KiB (131072 /
+ * 196608, 1024-byte aligned, 1 KiB of slack); 2 mbarriers a slot; the merge scratch, 4160 bytes a query
  * head (8 warps x (128 + 2) floats); 512 bytes of schedule. One block an
  * SM.
  *
@@ -106,10 +107,17 @@ static_assert(KL_SHARED_BYTES_paged_decode_attn_bf16_gqa_bulk == PAGED_DECODE__B
                   KL_SHARED_BYTES_paged_decode_attn_fp8_gqa_bulk == PAGED_DECODE__BULK_SMEM(true, false) &&
                   KL_SHARED_BYTES_paged_decode_persist_fp8_gqa_bulk == PAGED_DECODE__BULK_SMEM(true, false) &&
                   KL_SHARED_BYTES_paged_decode_attn_bf16_gqa_tma == PAGED_DECODE__BULK_SMEM(false, true) &&
-                  KL_SHARED_BYTES_paged_decode_persist_bf16_gqa_tma == PAGED_DECODE__BULK_SMEM(false, true) &&
-                  KL_SHARED_BYTES_paged_decode_attn_fp8_gqa_tma == PAGED_DECODE__BULK_SMEM(true, true) &&
+                  KL_SHARED_BYTES_paged_decode_persist_bf16_gqa_tma == PAGED_DECODE__BULK_SMEM(false, true),
+              "specs/paged_decode.yaml's shared_bytes is paged_decode_bulk.cuh's layout");
+#ifndef PAGED_DECODE_BULK_FP8_BOX_SLOTS
+static_assert(KL_SHARED_BYTES_paged_decode_attn_fp8_gqa_tma == PAGED_DECODE__BULK_SMEM(true, true) &&
                   KL_SHARED_BYTES_paged_decode_persist_fp8_gqa_tma == PAGED_DECODE__BULK_SMEM(true, true),
               "specs/paged_decode.yaml's shared_bytes is paged_decode_bulk.cuh's layout");
+#else /* bench/decode/ab.sh's build: another ring, within what the launcher gives */
+static_assert(KL_SHARED_BYTES_paged_decode_attn_fp8_gqa_tma >= PAGED_DECODE__BULK_SMEM(true, true) &&
+                  KL_SHARED_BYTES_paged_decode_persist_fp8_gqa_tma >= PAGED_DECODE__BULK_SMEM(true, true),
+              "the A/B build's fp8 box ring fits the launcher's shared memory");
+#endif
 /* A map's box is what the producer copies: 16 slots of 128 bytes. */
 static_assert(KL_TMAP_paged_decode_attn_bf16_gqa_tma_k_map_BYTES == paged_decode__bulk_ring<false, true>::BOX &&
                   KL_TMAP_paged_decode_attn_bf16_gqa_tma_v_map_BYTES == paged_decode__bulk_ring<false, true>::BOX &&

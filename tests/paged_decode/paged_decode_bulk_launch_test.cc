@@ -204,12 +204,13 @@ class BulkLaunchTest : public ::testing::TestWithParam<int> {
     kl_status launch_impl(int k, int impl, const Args &a) { return impl == 2 ? launch_tma(k, a) : launch(k, impl == 1, a); }
 
     // The spec's dynamic shared memory of a _tma kernel: 1 KiB to align the
-    // ring of boxes, the ring (16 x 8 KiB bf16, 32 x 4 KiB fp8), mbarriers,
+    // ring of boxes, the ring (16 x 8 KiB bf16, 48 x 4 KiB fp8), mbarriers,
     // merge scratch, 512 bytes.
     uint32_t tma_shared(int k) const {
         const bool fp8 = k % 2 == 1;
-        return 1024u + 131072u + 16u * (fp8 ? 32u : 16u) + 8u * static_cast<uint32_t>(GetParam()) * (128u + 2u) * 4u +
-               512u;
+        const uint32_t slots = fp8 ? 48u : 16u; /* 4 KiB / 8 KiB each */
+        return 1024u + slots * (fp8 ? 4096u : 8192u) + 16u * slots +
+               8u * static_cast<uint32_t>(GetParam()) * (128u + 2u) * 4u + 512u;
     }
 
     // The spec's dynamic shared memory of a bulk kernel (its layout:
