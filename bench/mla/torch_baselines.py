@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch reference points for mla_bench (bench/mla/run.sh runs both):
 
-    python3 bench/mla/torch_baselines.py [--json FILE] [--runs N] [--sdpa-heads H]
+    python3 bench/mla/torch_baselines.py [--json FILE] [--runs N] [--sdpa-heads H] [--only NAME,...]
 
   matmul      bf16 8192 x 8192 x 8192 (torch.matmul, cuBLAS): TFLOP/s, the
               device's practical tensor-core rate
@@ -16,6 +16,10 @@
               math backend materialises H x 4096 x 4096 scores). Each SDPA
               backend that accepts the shape is timed; the best is reported.
   copy        device-to-device copy of 1 GiB (read + write bytes)
+
+--only runs just the named measures (copy, matmul, bmm_absorb,
+bmm_absorb_t, sdpa), e.g. for a profiler that must see one kind of kernel
+(bench/mla/ncu_gemm.sh).
 
 Times: CUDA events around each call, median of N (default 20) after
 warm-up; inputs rotate over enough sets that each call finds a cold L2.
@@ -32,6 +36,7 @@ def main():
     ap.add_argument("--json", help="write the results here too")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--sdpa-heads", type=int, default=16)
+    ap.add_argument("--only", default="", help="comma-separated measures to run (default: all)")
     args = ap.parse_args()
 
     result = {"ok": False}
@@ -73,7 +78,11 @@ def main():
             n += 1
         return n
 
+    only = set(w for w in args.only.split(",") if w)
+
     def attempt(name, fn):
+        if only and name not in only:
+            return
         try:
             with torch.no_grad():
                 result[name] = fn()
