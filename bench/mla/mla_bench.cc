@@ -1,7 +1,7 @@
 // mla_bench: the MLA prefill family's kernels on a GPU, against the GPU's own
 // copy bandwidth.
 //
-//   mla_bench [--json FILE] [--runs N] [--quick] [--only NAME,NAME...]
+//   mla_bench [--json FILE] [--runs N] [--quick] [--only NAME,NAME...] [--ab CUBIN]
 //
 // Every time is CUDA events (cuEventRecord on the legacy stream) around one
 // launch, runs queued back to back, the median of N (default 30; 5 for the
@@ -49,6 +49,10 @@
 // Prints a table; --json writes the numbers. Exit 1 on any failure.
 // --only runs the measures whose names contain one of the given words (copy
 // always runs: the ratios need it), to fit a short GPU lease.
+// --ab CUBIN: grouped_gemm_tma of another build (bench/mla/ab.sh: the same
+// kernel with bench-only defines) beside this build's in the gemm_tma rows,
+// checked against the mma kernel, then timed in alternating rounds: rows
+// gemm_tma*_ab_a, _ab_b and the median B / A (> 1: this build is faster).
 #define KLAUNCH_IMPLEMENTATION
 #include "klaunch/cuda_backend.h"
 #include "klaunch/mla_prefill.h"
@@ -123,6 +127,11 @@ size_t rotation(size_t bytes) {
 // ---- timing ------------------------------------------------------------------------
 
 int g_runs = 30;
+
+// --ab CUBIN: grouped_gemm_tma of another build (bench/mla/ab.sh), timed
+// beside this build's in the gemm_tma rows (B; null: no A/B).
+const kl_module *g_ab_module = nullptr;
+std::string g_ab_path;
 
 // ---- results -----------------------------------------------------------------------
 
@@ -430,6 +439,49 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
     };
     run_at(ctas, name, "kl_grouped_gemm_tma_ctas");
     run_at(sm_count(), name + "_sms", "the SM count");
+    if (g_ab_module == nullptr) return;
+
+    // --ab: B's kernel, checked against the same mma reference, then
+    // kAbRounds rounds each timing A then B at the rule's grid; the median
+    // over the rounds of B's time over A's (> 1: A, this build, is faster).
+    constexpr int kAbRounds = 5;
+    kl_kernel kb;
+    ok(kl_grouped_gemm_tma_get(&kb, g_ab_module), "--ab: B's grouped_gemm_tma");
+    Buf cb(c_bytes);
+    ok(kl_grouped_gemm_tma_c_map_encode(&kb, &cm, cb.bf(), ng, g, m, ng, size_t{g} * ng), "c_map (B)");
+    ok(kl_grouped_gemm_tma(&kb, &am[0], &bm[0], &cm, m, g, kg, ng, ctas, nullptr), "--ab: B");
+    ok(kl_cuda_synchronize(&g_cuda), "--ab: B");
+    const double bdiff = rel_diff(cb, size_t{g} * ng, c_ref, size_t{g} * ng, std::min<size_t>(m, 256));
+    std::printf("  check: %s B (%s) vs mma GEMM, ||diff|| / ||mma|| = %.2e\n", name.c_str(), g_ab_path.c_str(), bdiff);
+    if (!(bdiff < 1e-2)) die("--ab: B's grouped GEMM disagrees with the mma.sync one");
+    ok(kl_grouped_gemm_tma_c_map_encode(&k, &cm, c.bf(), ng, g, m, ng, size_t{g} * ng), "c_map");
+    auto time_one = [&](const kl_kernel *kk) {
+        return median_us(
+            [&](int run) {
+                const size_t s = static_cast<size_t>(run) % nsets;
+                ok(kl_grouped_gemm_tma(kk, &am[s], &bm[s], &cm, m, g, kg, ng, ctas, nullptr), "--ab");
+            },
+            g_runs, 3);
+    };
+    std::vector<double> a_us, b_us, ratio;
+    for (int round = 0; round < kAbRounds; round++) {
+        a_us.push_back(time_one(&k));
+        b_us.push_back(time_one(&kb));
+        ratio.push_back(b_us.back() / a_us.back());
+    }
+    auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
+    std::ostringstream what;
+    what << "A/B: m " << m << ", g " << g << ", k_g " << kg << ", n_g " << ng << ", " << ctas << " blocks, "
+         << kAbRounds << " rounds; B = " << g_ab_path;
+    report(name + "_ab_a", what.str(), median(a_us), 2.0 * m * g * kg * ng, double(a_bytes + b_bytes + c_bytes));
+    report(name + "_ab_b", what.str(), median(b_us), 2.0 * m * g * kg * ng, double(a_bytes + b_bytes + c_bytes));
+    std::printf("  %-20s B/A %.3f (rounds %.3f..%.3f)\n", (name + "_ab").c_str(), median(ratio),
+                *std::min_element(ratio.begin(), ratio.end()), *std::max_element(ratio.begin(), ratio.end()));
+    // In the JSON as a row whose "us" is the ratio (no FLOPs, no bytes).
+    g_results.push_back({name + "_ab_b_over_a", "B's median time over A's (rounds' median)", median(ratio), 0, 0});
 }
 
 // The five data-movement launchers (deepseek_v4_flash shapes: 128 heads,
@@ -561,13 +613,15 @@ int main(int argc, char **argv) {
             g_runs = std::max(1, std::atoi(argv[++i]));
         else if (a == "--quick")
             quick = true;
+        else if (a == "--ab" && i + 1 < argc)
+            g_ab_path = argv[++i];
         else if (a == "--only" && i + 1 < argc) {
             std::stringstream list(argv[++i]);
             std::string w;
             while (std::getline(list, w, ','))
                 if (!w.empty()) only.push_back(w);
         } else
-            die("usage: mla_bench [--json FILE] [--runs N] [--quick] [--only NAME,NAME...]");
+            die("usage: mla_bench [--json FILE] [--runs N] [--quick] [--only NAME,NAME...] [--ab CUBIN]");
     }
     auto want = [&only](const char *name) {
         if (only.empty()) return true;
@@ -586,6 +640,21 @@ int main(int argc, char **argv) {
                       &g_mod.v320),
        "loading the mistral_small_4 fatbin");
 
+    kl_module ab_module;
+    std::vector<uint64_t> ab_image;
+    if (!g_ab_path.empty()) {
+        FILE *f = std::fopen(g_ab_path.c_str(), "rb");
+        if (f == nullptr) die("--ab: cannot open " + g_ab_path);
+        std::vector<unsigned char> bytes;
+        unsigned char buf[65536];
+        size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.insert(bytes.end(), buf, buf + n);
+        std::fclose(f);
+        ab_image.resize((bytes.size() + 7) / 8);
+        std::memcpy(ab_image.data(), bytes.data(), bytes.size());
+        ok(kl_module_load(&g_cuda.base, ab_image.data(), bytes.size(), &ab_module), "--ab: loading " + g_ab_path);
+        g_ab_module = &ab_module;
+    }
     const uint32_t seq = quick ? 1024 : 4096;
     bench_copy();
     if (want("attn_mma_576")) bench_attention(&g_mod.v576, 576, 128, seq, "attn_mma_576");
@@ -610,6 +679,7 @@ int main(int argc, char **argv) {
     if (want("dm_")) bench_data_movement();
 
     if (!json.empty()) write_json(json, name);
+    if (g_ab_module != nullptr) kl_module_unload(&ab_module);
     kl_module_unload(&g_mod.v320);
     kl_module_unload(&g_mod.v576);
     return 0;

@@ -92,15 +92,25 @@ constexpr uint32_t SLAB = 64 * 128;             /* a C box: 64 rows x 64 bf16 */
 constexpr uint32_t STAGING = 2 * SLAB;          /* a consumer's 64 x 128 C tile */
 constexpr uint32_t OFF_S = 0;
 constexpr uint32_t OFF_C = OFF_S + STAGES * STAGE;      /* [consumer] staging tiles */
-constexpr uint32_t OFF_BAR = OFF_C + 2 * STAGING;       /* full[STAGES], empty[STAGES] */
-constexpr uint32_t SMEM = OFF_BAR + 128;
+constexpr uint32_t OFF_BAR = OFF_C + 2 * STAGING;       /* the mbarriers of either path */
+constexpr uint32_t BAR_BYTES = 256;
+constexpr uint32_t SMEM = OFF_BAR + BAR_BYTES;
+
+/* The held-A path (k_g <= 128, more than one n tile): the ring's 192 KiB
+ * as 2 A buffers of KA k-steps (one strip's A each, 32 KiB) and BSTAGES B
+ * stages of 16 KiB; mbarriers b_full[BSTAGES], b_empty[BSTAGES],
+ * a_full[2], a_empty[2]. */
+constexpr uint32_t KA = 2;
+constexpr uint32_t ABUF = KA * OPERAND;
+constexpr uint32_t BSTAGES = (STAGES * STAGE - 2 * ABUF) / OPERAND;
+static_assert(BSTAGES == 8, "8 B stages beside two A buffers");
+static_assert(2 * STAGES * 8 <= BAR_BYTES && (2 * BSTAGES + 4) * 8 <= BAR_BYTES, "the mbarriers fit their bytes");
 
 static_assert(SMEM + 1024 == KL_SHARED_BYTES_grouped_gemm_tma, "the spec's shared_bytes: the layout and 1 KiB to align it");
 static_assert(THREADS == KL_THREADS_grouped_gemm_tma, "two consumer warpgroups and a producer");
 static_assert(KL_TMAP_grouped_gemm_tma_a_map_BYTES == OPERAND && KL_TMAP_grouped_gemm_tma_b_map_BYTES == OPERAND,
               "one box is one operand's stage");
 static_assert(KL_TMAP_grouped_gemm_tma_c_map_BYTES == SLAB, "one C box is one staging slab");
-static_assert(2 * STAGES * 8 <= 128, "the mbarriers fit their 128 bytes");
 
 struct Tile {
     uint32_t n0, m0, gi;
@@ -112,7 +122,11 @@ struct Tile {
  * groups: C's rows (all groups side by side) and A's are written and read
  * in runs of GCHUNK x n_g (or k_g) elements, not one group's 128 or 512,
  * while B's working set stays GCHUNK groups (2-8 MiB) for L2 to keep. */
+#ifdef GROUPED_GEMM_TMA_GCHUNK /* bench/mla/ab.sh builds only: another chunk for an A/B */
+constexpr uint32_t GCHUNK = GROUPED_GEMM_TMA_GCHUNK;
+#else
 constexpr uint32_t GCHUNK = 16;
+#endif
 
 __device__ __forceinline__ Tile tile_at(uint32_t u, uint32_t ntn, uint32_t ntm, uint32_t g) {
     Tile t;
@@ -127,6 +141,18 @@ __device__ __forceinline__ Tile tile_at(uint32_t u, uint32_t ntn, uint32_t ntm, 
     return t;
 }
 
+/* The tiles a block walks: round robin (u = b, b + nb, ...) or, on the
+ * held-A path, its contiguous share [floor(b T / nb), floor((b + 1) T /
+ * nb)), so that its consecutive tiles are a strip's n tiles (tile_at: n
+ * fastest) and share one A tile. nb <= T (the spec's grid). */
+struct Walk {
+    uint32_t u, stop, step;
+};
+__device__ __forceinline__ Walk walk_of(bool held, uint32_t total, uint32_t b, uint32_t nb) {
+    if (!held) return Walk{b, total, nb};
+    return Walk{(uint32_t)((uint64_t)b * total / nb), (uint32_t)((uint64_t)(b + 1u) * total / nb), 1u};
+}
+
 }  // namespace grouped_gemm_tma_
 
 extern "C" __global__ void __launch_bounds__(KL_THREADS_grouped_gemm_tma, 1)
@@ -139,16 +165,33 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
     if (blockDim.x != (uint32_t)THREADS || kl__mma_dynamic_smem_size() < SMEM + 1024u) return;
     const uint32_t ntn = (n_g + (uint32_t)BN - 1u) / (uint32_t)BN, ntm = (m + (uint32_t)BM - 1u) / (uint32_t)BM;
     const uint32_t total = ntn * ntm * g, ktiles = (k_g + (uint32_t)BK - 1u) / (uint32_t)BK;
+#ifndef GROUPED_GEMM_TMA_NO_HELD /* bench/mla/ab.sh's B build: every shape on the 6-stage ring */
+    const bool held = ktiles >= 1u && ktiles <= KA && ntn >= 2u;
+#else
+    const bool held = false;
+#endif
 
     const uint32_t tid = threadIdx.x, wg = tid >> 7;
     /* The swizzle pattern repeats every 1024 bytes of address: stages start on such a boundary. */
     const uint32_t sbase = (kl__mma_smem_addr(grouped_gemm_tma__smem) + 1023u) & ~1023u;
-    const uint32_t full = sbase + OFF_BAR, empty = full + 8u * STAGES;
+    const uint32_t ring = sbase + OFF_S;
+    /* Stage s of nst: full[s] (the producer's expect_tx) and empty[s] (an
+     * elected lane of each consumer warp); held: a stage is a B tile, and
+     * a_full[2], a_empty[2] hand over the two A buffers. */
+    const uint32_t nst = held ? BSTAGES : (uint32_t)STAGES;
+    const uint32_t full = sbase + OFF_BAR, empty = full + 8u * nst;
+    const uint32_t a_full = full + 16u * BSTAGES, a_empty = a_full + 16u;
 
     if (tid == 0u) {
-        for (uint32_t s = 0; s < (uint32_t)STAGES; ++s) {
-            kl__mbar_init(full + 8u * s, 1u);  /* the producer's expect_tx */
-            kl__mbar_init(empty + 8u * s, 8u); /* an elected lane of each consumer warp */
+        for (uint32_t s = 0; s < nst; ++s) {
+            kl__mbar_init(full + 8u * s, 1u);
+            kl__mbar_init(empty + 8u * s, 8u);
+        }
+        if (held) {
+            for (uint32_t a = 0; a < 2u; ++a) {
+                kl__mbar_init(a_full + 8u * a, 1u);
+                kl__mbar_init(a_empty + 8u * a, 8u);
+            }
         }
         kl__fence_proxy_async_shared(); /* the initialised mbarriers, to the copy engine */
     }
@@ -160,17 +203,36 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
         kl__prefetch_tensormap(&a_map);
         kl__prefetch_tensormap(&b_map);
         kl__prefetch_tensormap(&c_map);
-        uint32_t c = 0; /* k-stages loaded by this block */
-        for (uint32_t u = blockIdx.x; u < total; u += gridDim.x) {
-            const Tile t = tile_at(u, ntn, ntm, g);
+        uint32_t c = 0;                                  /* k-stages loaded by this block */
+        uint32_t sa = 0, a_gi = 0xffffffffu, a_m0 = 0u; /* held: strips loaded, the last one's A */
+        for (Walk w = walk_of(held, total, blockIdx.x, gridDim.x); w.u < w.stop; w.u += w.step) {
+            const Tile t = tile_at(w.u, ntn, ntm, g);
+            if (held && (t.gi != a_gi || t.m0 != a_m0)) {
+                /* A new strip: its A into buffer sa % 2, once the strip two back has released it. */
+                const uint32_t a = sa & 1u;
+                if (sa >= 2u) kl__mbar_wait(a_empty + 8u * a, ((sa >> 1) - 1u) & 1u);
+                kl__mbar_arrive_expect_tx(a_full + 8u * a, ktiles * OPERAND);
+                for (uint32_t kt = 0; kt < ktiles; ++kt)
+                    kl__tma_load_3d(ring + a * ABUF + kt * OPERAND, &a_map, (int32_t)(kt * (uint32_t)BK), (int32_t)t.gi,
+                                    (int32_t)t.m0, a_full + 8u * a);
+                ++sa;
+                a_gi = t.gi;
+                a_m0 = t.m0;
+            }
             for (uint32_t kt = 0; kt < ktiles; ++kt, ++c) {
-                const uint32_t s = c % (uint32_t)STAGES, round = c / (uint32_t)STAGES;
+                const uint32_t s = c % nst, round = c / nst;
                 if (round > 0u) kl__mbar_wait(empty + 8u * s, (round - 1u) & 1u);
-                const uint32_t st = sbase + OFF_S + s * STAGE;
-                kl__mbar_arrive_expect_tx(full + 8u * s, STAGE);
-                kl__tma_load_3d(st, &a_map, (int32_t)(kt * (uint32_t)BK), (int32_t)t.gi, (int32_t)t.m0, full + 8u * s);
-                kl__tma_load_3d(st + OPERAND, &b_map, (int32_t)(kt * (uint32_t)BK), (int32_t)t.n0, (int32_t)t.gi,
-                                full + 8u * s);
+                if (held) {
+                    kl__mbar_arrive_expect_tx(full + 8u * s, OPERAND);
+                    kl__tma_load_3d(ring + 2u * ABUF + s * OPERAND, &b_map, (int32_t)(kt * (uint32_t)BK), (int32_t)t.n0,
+                                    (int32_t)t.gi, full + 8u * s);
+                } else {
+                    const uint32_t st = ring + s * STAGE;
+                    kl__mbar_arrive_expect_tx(full + 8u * s, STAGE);
+                    kl__tma_load_3d(st, &a_map, (int32_t)(kt * (uint32_t)BK), (int32_t)t.gi, (int32_t)t.m0, full + 8u * s);
+                    kl__tma_load_3d(st + OPERAND, &b_map, (int32_t)(kt * (uint32_t)BK), (int32_t)t.n0, (int32_t)t.gi,
+                                    full + 8u * s);
+                }
             }
         }
         return;
@@ -180,18 +242,30 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
     const uint32_t tw = tid & 127u, w4 = tw >> 5, lane = tid & 31u, gq = lane >> 2, q = lane & 3u;
     const bool elected = kl__elect_one();
     float acc[64];
-    uint32_t c = 0; /* k-stages consumed */
-    for (uint32_t u = blockIdx.x; u < total; u += gridDim.x) {
-        const Tile t = tile_at(u, ntn, ntm, g);
+    uint32_t c = 0;                                  /* k-stages consumed */
+    uint32_t sa = 0, a_gi = 0xffffffffu, a_m0 = 0u; /* held: strips begun, the current one */
+    for (Walk w = walk_of(held, total, blockIdx.x, gridDim.x); w.u < w.stop; w.u += w.step) {
+        const Tile t = tile_at(w.u, ntn, ntm, g);
         if (ktiles == 0u) {
 #pragma unroll
             for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
         }
+        if (held && (t.gi != a_gi || t.m0 != a_m0)) {
+            /* The strip before is done with its A (its last tile's products
+             * were waited for): release it, then wait for this one's. */
+            if (sa > 0u && elected) kl__mbar_arrive(a_empty + 8u * ((sa - 1u) & 1u));
+            kl__mbar_wait(a_full + 8u * (sa & 1u), (sa >> 1) & 1u);
+            ++sa;
+            a_gi = t.gi;
+            a_m0 = t.m0;
+        }
+        const uint32_t a_held = ring + ((sa - 1u) & 1u) * ABUF + wg * 64u * 128u; /* held only */
         uint32_t prev = 0;
         for (uint32_t kt = 0; kt < ktiles; ++kt, ++c) {
-            const uint32_t s = c % (uint32_t)STAGES;
-            kl__mbar_wait(full + 8u * s, (c / (uint32_t)STAGES) & 1u);
-            const uint32_t a_tile = sbase + OFF_S + s * STAGE + wg * 64u * 128u, b_tile = sbase + OFF_S + s * STAGE + OPERAND;
+            const uint32_t s = c % nst;
+            kl__mbar_wait(full + 8u * s, (c / nst) & 1u);
+            const uint32_t a_tile = held ? a_held + kt * OPERAND : ring + s * STAGE + wg * 64u * 128u;
+            const uint32_t b_tile = held ? ring + 2u * ABUF + s * OPERAND : ring + s * STAGE + OPERAND;
             kl__wgmma_fence_operand(acc);
             kl__wgmma_fence();
 #pragma unroll

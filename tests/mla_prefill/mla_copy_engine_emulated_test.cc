@@ -138,6 +138,17 @@ TEST_P(MlaCopyEngineEmulated, GemmGroupsPastOneChunkOfTheTileOrder) { gemm(mod()
 // GemmManyTilesABlockWithMoreKStepsThanTheRing, the H200 regression).
 TEST_P(MlaCopyEngineEmulated, GemmManyTilesABlockWithMoreKStepsThanTheRing) { gemm(mod(), {300, 2, 456, 72, 8, 8, 2}, 67); }
 
+// The held-A path (k_g <= 128, n_g > 128: a block's contiguous run of
+// tiles, one A tile held for a strip's n tiles, 8 B stages). k_g 128 (two
+// held k-steps), n_g 392 (4 n tiles, the last of 8 columns), m 200 (a
+// ragged second m tile): 24 tiles on 5 blocks, so blocks begin and end
+// inside strips and a strip's A is loaded by two blocks.
+TEST_P(MlaCopyEngineEmulated, GemmHeldAStripsSplitBetweenBlocks) { gemm(mod(), {200, 3, 128, 392, 8, 8, 5}, 68); }
+// 60 tiles on 2 blocks: 10 strips a block, so both A buffers are refilled
+// 5 times each (a_empty's phases), k_g 72 (the second k-step zero-filled
+// past 72), padded strides.
+TEST_P(MlaCopyEngineEmulated, GemmHeldAManyStripsABlock) { gemm(mod(), {520, 4, 72, 264, 8, 16, 2}, 69); }
+
 INSTANTIATE_TEST_SUITE_P(Variants, MlaCopyEngineEmulated, ::testing::Values("mistral_small_4", "deepseek_v4_flash"),
                          [](const ::testing::TestParamInfo<const char *> &i) { return std::string(i.param); });
 

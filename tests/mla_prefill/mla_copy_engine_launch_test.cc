@@ -71,7 +71,7 @@ TEST(MlaCopyEngineLaunch, DescriptorsNeedSm90aAndOptInToTheirSharedMemory) {
     EXPECT_STREQ("mla_absorbed_attn_tma", a.entry);
     EXPECT_STREQ("grouped_gemm_tma", g.entry);
     EXPECT_EQ(3u * 576u * 128u + 8192u + 256u + 512u + 128u + 1024u, a.max_dynamic_shared);  // 231296, D 576's
-    EXPECT_EQ(6u * 32768u + 2u * 16384u + 128u + 1024u, g.max_dynamic_shared);  // 230528 of the 232448 an sm_90 block may opt in to
+    EXPECT_EQ(6u * 32768u + 2u * 16384u + 256u + 1024u, g.max_dynamic_shared);  // 230656 of the 232448 an sm_90 block may opt in to
     ASSERT_EQ(10u, a.num_params) << "num_ctas sizes the grid only (launch_only)";
     EXPECT_EQ(KL_PARAM_TENSOR_MAP, a.params[0].kind);
     EXPECT_EQ(0u, a.params[0].offset);
@@ -219,7 +219,7 @@ TEST(MlaCopyEngineLaunch, GemmLaunchesAPersistentGridOverAllGroupsTiles) {
     EXPECT_EQ(132u, h.recs[0].grid[0]) << "4 x 32 x 128 tiles, 132 blocks";
     EXPECT_EQ(6u, h.recs[1].grid[0]) << "2 n tiles x 1 m tile x 3 groups";
     EXPECT_EQ(384u, h.recs[0].block[0]);
-    EXPECT_EQ(6u * 32768u + 2u * 16384u + 128u + 1024u, h.recs[0].shared_bytes) << "6 stages, 2 staging tiles, mbarriers, alignment";
+    EXPECT_EQ(6u * 32768u + 2u * 16384u + 256u + 1024u, h.recs[0].shared_bytes) << "6 stages, 2 staging tiles, mbarriers, alignment";
     ASSERT_EQ(400u, h.recs[0].arg_bytes);
     EXPECT_EQ(0, std::memcmp(h.recs[0].args + 256, cm.opaque, 128));
     EXPECT_EQ(m, arg_at<uint32_t>(h.recs[0], 384));

@@ -281,6 +281,22 @@ TEST_P(MlaCopyEngine, GemmManyTilesABlockWithMoreKStepsThanTheRing) {
     expect_gemm_cases(&k, cases, seed);
 }
 
+// The held-A path (k_g <= 128, n_g > 128): each block a contiguous run of
+// tiles, one A tile held for a strip's n tiles while 8 B stages stream.
+// Runs that begin and end inside strips, many strips a block (both A
+// buffers refilled many times), a ragged last n tile and k-step.
+TEST_P(MlaCopyEngine, GemmHeldAStripsAcrossBlocks) {
+    kl_kernel k;
+    GET_OR_SKIP(kl_grouped_gemm_tma_get, &k);
+    const std::vector<GemmCase> cases = {
+        {4096, 8, 128, 512, 0, 0, 0},  // the q_nope @ w_uk shape's rows: 1024 tiles on the SMs, strips split
+        {1100, 3, 72, 392, 8, 8, 5},   // 4 n tiles (the last of 8 columns), 9 m tiles: 108 tiles on 5 blocks
+        {520, 4, 128, 264, 0, 16, 2},  // 10 strips a block
+    };
+    const uint32_t seed = 9800u + 100u * static_cast<uint32_t>(GetParam());
+    expect_gemm_cases(&k, cases, seed);
+}
+
 TEST_P(MlaCopyEngine, GemmIdentityOperandsCopyTheOtherExactly) {
     kl_kernel k;
     GET_OR_SKIP(kl_grouped_gemm_tma_get, &k);
