@@ -96,15 +96,35 @@ constexpr uint32_t OFF_BAR = OFF_C + 2 * STAGING;       /* the mbarriers of eith
 constexpr uint32_t BAR_BYTES = 256;
 constexpr uint32_t SMEM = OFF_BAR + BAR_BYTES;
 
-/* The held-A path (k_g <= 128, more than one n tile): the ring's 192 KiB
- * as 2 A buffers of KA k-steps (one strip's A each, 32 KiB) and BSTAGES B
- * stages of 16 KiB; mbarriers b_full[BSTAGES], b_empty[BSTAGES],
- * a_full[2], a_empty[2]. */
-constexpr uint32_t KA = 2;
-constexpr uint32_t ABUF = KA * OPERAND;
-constexpr uint32_t BSTAGES = (STAGES * STAGE - 2 * ABUF) / OPERAND;
-static_assert(BSTAGES == 8, "8 B stages beside two A buffers");
-static_assert(2 * STAGES * 8 <= BAR_BYTES && (2 * BSTAGES + 4) * 8 <= BAR_BYTES, "the mbarriers fit their bytes");
+/* Where one operand is held for a strip of tiles that share it (the other
+ * streamed in 16 KiB stages), the ring's 192 KiB are split anew:
+ *   held A (k_g <= 128, n_g > 128: a strip is the n tiles of one group's
+ *     128 rows): 2 A buffers of 2 k-steps (32 KiB), 8 B stages;
+ *   held B (n_g <= 128, 128 < k_g <= 512: a strip is one group's m tiles):
+ *     1 B buffer of 8 k-steps (128 KiB), 4 A stages.
+ * mbarriers: full[nst], empty[nst] of the streamed stages, then
+ * held_full[2], held_empty[2]. */
+enum class Path : uint32_t { kRing, kHeldA, kHeldB };
+constexpr uint32_t HELD_A_K = 2, HELD_B_K = 8; /* k-steps a held buffer holds */
+constexpr uint32_t RING_BYTES = STAGES * STAGE;
+struct Plan {
+    Path path;
+    uint32_t nst;   /* stages of the ring (kRing: A and B, 32 KiB) or of the streamed operand (16 KiB) */
+    uint32_t nheld; /* held buffers: 2 (A) or 1 (B) */
+    uint32_t hbuf;  /* bytes of one held buffer (the streamed stages follow the held buffers) */
+};
+__device__ __forceinline__ Plan plan_of(uint32_t ntn, uint32_t ktiles) {
+#ifndef GROUPED_GEMM_TMA_NO_HELD /* bench/mla/ab.sh's B build: every shape on the 6-stage ring */
+    if (ntn >= 2u && ktiles >= 1u && ktiles <= HELD_A_K)
+        return Plan{Path::kHeldA, (RING_BYTES - 2u * HELD_A_K * OPERAND) / OPERAND, 2u, HELD_A_K * OPERAND};
+    if (ntn == 1u && ktiles > HELD_A_K && ktiles <= HELD_B_K)
+        return Plan{Path::kHeldB, (RING_BYTES - HELD_B_K * OPERAND) / OPERAND, 1u, HELD_B_K * OPERAND};
+#endif
+    return Plan{Path::kRing, (uint32_t)STAGES, 0u, 0u};
+}
+static_assert((RING_BYTES - 2u * HELD_A_K * OPERAND) / OPERAND == 8u && (RING_BYTES - HELD_B_K * OPERAND) / OPERAND == 4u,
+              "8 B stages beside two A buffers, 4 A stages beside one B buffer");
+static_assert((2 * 8 + 4) * 8 <= BAR_BYTES, "the mbarriers fit their bytes");
 
 static_assert(SMEM + 1024 == KL_SHARED_BYTES_grouped_gemm_tma, "the spec's shared_bytes: the layout and 1 KiB to align it");
 static_assert(THREADS == KL_THREADS_grouped_gemm_tma, "two consumer warpgroups and a producer");
@@ -141,16 +161,29 @@ __device__ __forceinline__ Tile tile_at(uint32_t u, uint32_t ntn, uint32_t ntm, 
     return t;
 }
 
-/* The tiles a block walks: round robin (u = b, b + nb, ...) or, on the
- * held-A path, its contiguous share [floor(b T / nb), floor((b + 1) T /
- * nb)), so that its consecutive tiles are a strip's n tiles (tile_at: n
- * fastest) and share one A tile. nb <= T (the spec's grid). */
+/* Tile u on the held-B path (n_g <= 128): one group's m tiles in order,
+ * then the next group's, so a block's consecutive tiles share B. */
+__device__ __forceinline__ Tile tile_m_first(uint32_t u, uint32_t ntm) {
+    return Tile{0u, (u % ntm) * (uint32_t)BM, u / ntm};
+}
+
+/* The tiles a block walks: round robin (u = b, b + nb, ...) on the ring,
+ * or on a held path its contiguous share [floor(b T / nb), floor((b + 1)
+ * T / nb)), so that its consecutive tiles are a strip's and share the held
+ * operand. nb <= T (the spec's grid). */
 struct Walk {
     uint32_t u, stop, step;
 };
-__device__ __forceinline__ Walk walk_of(bool held, uint32_t total, uint32_t b, uint32_t nb) {
-    if (!held) return Walk{b, total, nb};
+__device__ __forceinline__ Walk walk_of(Path path, uint32_t total, uint32_t b, uint32_t nb) {
+    if (path == Path::kRing) return Walk{b, total, nb};
     return Walk{(uint32_t)((uint64_t)b * total / nb), (uint32_t)((uint64_t)(b + 1u) * total / nb), 1u};
+}
+__device__ __forceinline__ Tile tile_of(Path path, uint32_t u, uint32_t ntn, uint32_t ntm, uint32_t g) {
+    return path == Path::kHeldB ? tile_m_first(u, ntm) : tile_at(u, ntn, ntm, g);
+}
+/* The strip a tile belongs to: the tiles that share the held operand. */
+__device__ __forceinline__ uint64_t strip_of(Path path, const Tile &t) {
+    return path == Path::kHeldB ? (uint64_t)t.gi : ((uint64_t)t.gi << 32) | t.m0;
 }
 
 }  // namespace grouped_gemm_tma_
@@ -165,33 +198,27 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
     if (blockDim.x != (uint32_t)THREADS || kl__mma_dynamic_smem_size() < SMEM + 1024u) return;
     const uint32_t ntn = (n_g + (uint32_t)BN - 1u) / (uint32_t)BN, ntm = (m + (uint32_t)BM - 1u) / (uint32_t)BM;
     const uint32_t total = ntn * ntm * g, ktiles = (k_g + (uint32_t)BK - 1u) / (uint32_t)BK;
-#ifndef GROUPED_GEMM_TMA_NO_HELD /* bench/mla/ab.sh's B build: every shape on the 6-stage ring */
-    const bool held = ktiles >= 1u && ktiles <= KA && ntn >= 2u;
-#else
-    const bool held = false;
-#endif
+    const Plan plan = plan_of(ntn, ktiles);
+    const bool held = plan.path != Path::kRing, held_a = plan.path == Path::kHeldA;
 
     const uint32_t tid = threadIdx.x, wg = tid >> 7;
     /* The swizzle pattern repeats every 1024 bytes of address: stages start on such a boundary. */
     const uint32_t sbase = (kl__mma_smem_addr(grouped_gemm_tma__smem) + 1023u) & ~1023u;
-    const uint32_t ring = sbase + OFF_S;
+    const uint32_t ring = sbase + OFF_S, streamed = ring + plan.nheld * plan.hbuf;
     /* Stage s of nst: full[s] (the producer's expect_tx) and empty[s] (an
-     * elected lane of each consumer warp); held: a stage is a B tile, and
-     * a_full[2], a_empty[2] hand over the two A buffers. */
-    const uint32_t nst = held ? BSTAGES : (uint32_t)STAGES;
-    const uint32_t full = sbase + OFF_BAR, empty = full + 8u * nst;
-    const uint32_t a_full = full + 16u * BSTAGES, a_empty = a_full + 16u;
+     * elected lane of each consumer warp); held_full / held_empty hand
+     * over the held buffers the same way. */
+    const uint32_t full = sbase + OFF_BAR, empty = full + 8u * plan.nst;
+    const uint32_t held_full = empty + 8u * plan.nst, held_empty = held_full + 16u;
 
     if (tid == 0u) {
-        for (uint32_t s = 0; s < nst; ++s) {
+        for (uint32_t s = 0; s < plan.nst; ++s) {
             kl__mbar_init(full + 8u * s, 1u);
             kl__mbar_init(empty + 8u * s, 8u);
         }
-        if (held) {
-            for (uint32_t a = 0; a < 2u; ++a) {
-                kl__mbar_init(a_full + 8u * a, 1u);
-                kl__mbar_init(a_empty + 8u * a, 8u);
-            }
+        for (uint32_t h = 0; h < plan.nheld; ++h) {
+            kl__mbar_init(held_full + 8u * h, 1u);
+            kl__mbar_init(held_empty + 8u * h, 8u);
         }
         kl__fence_proxy_async_shared(); /* the initialised mbarriers, to the copy engine */
     }
@@ -203,35 +230,43 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
         kl__prefetch_tensormap(&a_map);
         kl__prefetch_tensormap(&b_map);
         kl__prefetch_tensormap(&c_map);
-        uint32_t c = 0;                                  /* k-stages loaded by this block */
-        uint32_t sa = 0, a_gi = 0xffffffffu, a_m0 = 0u; /* held: strips loaded, the last one's A */
-        for (Walk w = walk_of(held, total, blockIdx.x, gridDim.x); w.u < w.stop; w.u += w.step) {
-            const Tile t = tile_at(w.u, ntn, ntm, g);
-            if (held && (t.gi != a_gi || t.m0 != a_m0)) {
-                /* A new strip: its A into buffer sa % 2, once the strip two back has released it. */
-                const uint32_t a = sa & 1u;
-                if (sa >= 2u) kl__mbar_wait(a_empty + 8u * a, ((sa >> 1) - 1u) & 1u);
-                kl__mbar_arrive_expect_tx(a_full + 8u * a, ktiles * OPERAND);
-                for (uint32_t kt = 0; kt < ktiles; ++kt)
-                    kl__tma_load_3d(ring + a * ABUF + kt * OPERAND, &a_map, (int32_t)(kt * (uint32_t)BK), (int32_t)t.gi,
-                                    (int32_t)t.m0, a_full + 8u * a);
-                ++sa;
-                a_gi = t.gi;
-                a_m0 = t.m0;
+        uint32_t c = 0;                             /* k-stages loaded by this block */
+        uint32_t sh = 0;                            /* held: strips loaded */
+        uint64_t strip = ~0ull;                     /* held: the last one */
+        for (Walk w = walk_of(plan.path, total, blockIdx.x, gridDim.x); w.u < w.stop; w.u += w.step) {
+            const Tile t = tile_of(plan.path, w.u, ntn, ntm, g);
+            if (held && strip_of(plan.path, t) != strip) {
+                /* A new strip: its held operand into buffer sh % nheld, once
+                 * the strip nheld back has released it. */
+                const uint32_t h = sh % plan.nheld, use = sh / plan.nheld;
+                if (use > 0u) kl__mbar_wait(held_empty + 8u * h, (use - 1u) & 1u);
+                kl__mbar_arrive_expect_tx(held_full + 8u * h, ktiles * OPERAND);
+                const uint32_t dst = ring + h * plan.hbuf;
+                for (uint32_t kt = 0; kt < ktiles; ++kt) {
+                    const int32_t k0 = (int32_t)(kt * (uint32_t)BK);
+                    if (held_a)
+                        kl__tma_load_3d(dst + kt * OPERAND, &a_map, k0, (int32_t)t.gi, (int32_t)t.m0, held_full + 8u * h);
+                    else
+                        kl__tma_load_3d(dst + kt * OPERAND, &b_map, k0, (int32_t)t.n0, (int32_t)t.gi, held_full + 8u * h);
+                }
+                ++sh;
+                strip = strip_of(plan.path, t);
             }
             for (uint32_t kt = 0; kt < ktiles; ++kt, ++c) {
-                const uint32_t s = c % nst, round = c / nst;
+                const uint32_t s = c % plan.nst, round = c / plan.nst;
+                const int32_t k0 = (int32_t)(kt * (uint32_t)BK);
                 if (round > 0u) kl__mbar_wait(empty + 8u * s, (round - 1u) & 1u);
-                if (held) {
-                    kl__mbar_arrive_expect_tx(full + 8u * s, OPERAND);
-                    kl__tma_load_3d(ring + 2u * ABUF + s * OPERAND, &b_map, (int32_t)(kt * (uint32_t)BK), (int32_t)t.n0,
-                                    (int32_t)t.gi, full + 8u * s);
-                } else {
+                if (!held) {
                     const uint32_t st = ring + s * STAGE;
                     kl__mbar_arrive_expect_tx(full + 8u * s, STAGE);
-                    kl__tma_load_3d(st, &a_map, (int32_t)(kt * (uint32_t)BK), (int32_t)t.gi, (int32_t)t.m0, full + 8u * s);
-                    kl__tma_load_3d(st + OPERAND, &b_map, (int32_t)(kt * (uint32_t)BK), (int32_t)t.n0, (int32_t)t.gi,
-                                    full + 8u * s);
+                    kl__tma_load_3d(st, &a_map, k0, (int32_t)t.gi, (int32_t)t.m0, full + 8u * s);
+                    kl__tma_load_3d(st + OPERAND, &b_map, k0, (int32_t)t.n0, (int32_t)t.gi, full + 8u * s);
+                } else {
+                    kl__mbar_arrive_expect_tx(full + 8u * s, OPERAND);
+                    if (held_a)
+                        kl__tma_load_3d(streamed + s * OPERAND, &b_map, k0, (int32_t)t.n0, (int32_t)t.gi, full + 8u * s);
+                    else
+                        kl__tma_load_3d(streamed + s * OPERAND, &a_map, k0, (int32_t)t.gi, (int32_t)t.m0, full + 8u * s);
                 }
             }
         }
@@ -241,31 +276,42 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
     /* ---- consumers: rows 64 wg .. 64 wg + 63 of each tile ---- */
     const uint32_t tw = tid & 127u, w4 = tw >> 5, lane = tid & 31u, gq = lane >> 2, q = lane & 3u;
     const bool elected = kl__elect_one();
+    const uint32_t rows = wg * 64u * 128u; /* this warpgroup's 64 rows of an A operand */
     float acc[64];
-    uint32_t c = 0;                                  /* k-stages consumed */
-    uint32_t sa = 0, a_gi = 0xffffffffu, a_m0 = 0u; /* held: strips begun, the current one */
-    for (Walk w = walk_of(held, total, blockIdx.x, gridDim.x); w.u < w.stop; w.u += w.step) {
-        const Tile t = tile_at(w.u, ntn, ntm, g);
+    uint32_t c = 0;             /* k-stages consumed */
+    uint32_t sh = 0;            /* held: strips begun */
+    uint64_t strip = ~0ull;     /* held: the current one */
+    for (Walk w = walk_of(plan.path, total, blockIdx.x, gridDim.x); w.u < w.stop; w.u += w.step) {
+        const Tile t = tile_of(plan.path, w.u, ntn, ntm, g);
         if (ktiles == 0u) {
 #pragma unroll
             for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
         }
-        if (held && (t.gi != a_gi || t.m0 != a_m0)) {
-            /* The strip before is done with its A (its last tile's products
-             * were waited for): release it, then wait for this one's. */
-            if (sa > 0u && elected) kl__mbar_arrive(a_empty + 8u * ((sa - 1u) & 1u));
-            kl__mbar_wait(a_full + 8u * (sa & 1u), (sa >> 1) & 1u);
-            ++sa;
-            a_gi = t.gi;
-            a_m0 = t.m0;
+        if (held && strip_of(plan.path, t) != strip) {
+            /* The strip before is done with its held buffer (its last
+             * tile's products were waited for): release it, then wait for
+             * this strip's. */
+            if (sh > 0u && elected) kl__mbar_arrive(held_empty + 8u * ((sh - 1u) % plan.nheld));
+            kl__mbar_wait(held_full + 8u * (sh % plan.nheld), (sh / plan.nheld) & 1u);
+            ++sh;
+            strip = strip_of(plan.path, t);
         }
-        const uint32_t a_held = ring + ((sa - 1u) & 1u) * ABUF + wg * 64u * 128u; /* held only */
+        const uint32_t hb = held ? ring + ((sh - 1u) % plan.nheld) * plan.hbuf : 0u; /* this strip's held buffer */
         uint32_t prev = 0;
         for (uint32_t kt = 0; kt < ktiles; ++kt, ++c) {
-            const uint32_t s = c % nst;
-            kl__mbar_wait(full + 8u * s, (c / nst) & 1u);
-            const uint32_t a_tile = held ? a_held + kt * OPERAND : ring + s * STAGE + wg * 64u * 128u;
-            const uint32_t b_tile = held ? ring + 2u * ABUF + s * OPERAND : ring + s * STAGE + OPERAND;
+            const uint32_t s = c % plan.nst;
+            kl__mbar_wait(full + 8u * s, (c / plan.nst) & 1u);
+            uint32_t a_tile, b_tile;
+            if (!held) {
+                a_tile = ring + s * STAGE + rows;
+                b_tile = ring + s * STAGE + OPERAND;
+            } else if (held_a) {
+                a_tile = hb + kt * OPERAND + rows;
+                b_tile = streamed + s * OPERAND;
+            } else {
+                a_tile = streamed + s * OPERAND + rows;
+                b_tile = hb + kt * OPERAND;
+            }
             kl__wgmma_fence_operand(acc);
             kl__wgmma_fence();
 #pragma unroll

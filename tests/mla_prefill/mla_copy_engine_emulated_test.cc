@@ -135,8 +135,12 @@ TEST_P(MlaCopyEngineEmulated, GemmGroupsPastOneChunkOfTheTileOrder) { gemm(mod()
 
 // Long k (8 k-steps a tile, past the 6-stage ring) and several tiles a
 // block: the ring wraps inside every tile (see mla_copy_engine_test's
-// GemmManyTilesABlockWithMoreKStepsThanTheRing, the H200 regression).
-TEST_P(MlaCopyEngineEmulated, GemmManyTilesABlockWithMoreKStepsThanTheRing) { gemm(mod(), {300, 2, 456, 72, 8, 8, 2}, 67); }
+// GemmManyTilesABlockWithMoreKStepsThanTheRing, the H200 regression). n_g
+// 136 (two n tiles) keeps it on the ring; n_g 72 takes the held-B path.
+TEST_P(MlaCopyEngineEmulated, GemmManyTilesABlockWithMoreKStepsThanTheRing) {
+    gemm(mod(), {300, 2, 456, 136, 8, 8, 2}, 67);
+    gemm(mod(), {300, 2, 456, 72, 8, 8, 2}, 70);
+}
 
 // The held-A path (k_g <= 128, n_g > 128: a block's contiguous run of
 // tiles, one A tile held for a strip's n tiles, 8 B stages). k_g 128 (two
@@ -148,6 +152,14 @@ TEST_P(MlaCopyEngineEmulated, GemmHeldAStripsSplitBetweenBlocks) { gemm(mod(), {
 // 5 times each (a_empty's phases), k_g 72 (the second k-step zero-filled
 // past 72), padded strides.
 TEST_P(MlaCopyEngineEmulated, GemmHeldAManyStripsABlock) { gemm(mod(), {520, 4, 72, 264, 8, 16, 2}, 69); }
+
+// The held-B path (n_g <= 128, 128 < k_g <= 512: a block's contiguous run
+// of tiles, each group's m tiles in order, one B tile held for them while
+// 4 A stages stream). k_g 328 (6 k-steps, the last zero-filled past 328),
+// n_g 120, m 260 (3 m tiles, the last of 4 rows), 5 groups: 15 tiles on 3
+// blocks, so each block reloads B inside its run and groups are split
+// between blocks.
+TEST_P(MlaCopyEngineEmulated, GemmHeldBStripsSplitBetweenBlocks) { gemm(mod(), {260, 5, 328, 120, 8, 8, 3}, 71); }
 
 INSTANTIATE_TEST_SUITE_P(Variants, MlaCopyEngineEmulated, ::testing::Values("mistral_small_4", "deepseek_v4_flash"),
                          [](const ::testing::TestParamInfo<const char *> &i) { return std::string(i.param); });
