@@ -66,9 +66,22 @@
  *     (n tile, group, m tile) tiles in chunks of 16 groups (tile_at): a row
  *     tile's A is read by neighbouring blocks at the same time, from L2,
  *     and the blocks at work write C's rows in runs of 16 groups, not one.
- *   - Shared memory: 6 x 32 KiB stages + 2 x 16 KiB staging + 128 bytes of
- *     mbarriers + 1 KiB alignment = 230528 bytes (of 232448). Registers: 64 accumulators
- *     and indices (168 a thread at the block's 384 threads; no setmaxnreg).
+ *   - Held operands. The L2 carries more than DRAM: per tile 64 KiB (k 128)
+ *     or 256 KiB (k 512) of A and B read from L2 against 40 or 160 KiB of
+ *     DRAM traffic (an A or B tile is read by every tile that shares it).
+ *     Where one operand of a run of tiles is the same, it is loaded once
+ *     and held (plan_of): k_g <= 128 with n_g > 128, A for a group's 128
+ *     rows across its n tiles (2 buffers of 32 KiB, 8 B stages of 16 KiB);
+ *     n_g <= 128 with 128 < k_g <= 512, a group's B across its m tiles (1
+ *     buffer of 128 KiB, 4 A stages). There each block walks a contiguous
+ *     run of tiles (tiles balanced to within one, as on the ring) in strip
+ *     order, and the held buffers hand over on their own mbarriers. Other
+ *     shapes take the 6-stage ring.
+ *   - Shared memory: 6 x 32 KiB stages (or the held split of the same
+ *     bytes) + 2 x 16 KiB staging + 256 bytes of mbarriers + 1 KiB
+ *     alignment = 230656 bytes (of 232448). Registers: 64 accumulators and
+ *     indices (112 a thread, of the 168 the block's 384 threads allow; no
+ *     setmaxnreg).
  *   Predicted and measured: docs/PERFORMANCE.md ("Hopper MLA prefill on the
  *   copy engine").
  *
