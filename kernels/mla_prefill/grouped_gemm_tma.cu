@@ -73,10 +73,15 @@
  *     and held (plan_of): k_g <= 128 with n_g > 128, A for a group's 128
  *     rows across its n tiles (2 buffers of 32 KiB, 8 B stages of 16 KiB);
  *     n_g <= 128 with 128 < k_g <= 512, a group's B across its m tiles (1
- *     buffer of 128 KiB, 4 A stages). There each block walks a contiguous
- *     run of tiles (tiles balanced to within one, as on the ring) in strip
- *     order, and the held buffers hand over on their own mbarriers. Other
- *     shapes take the 6-stage ring.
+ *     buffer of 128 KiB, 4 A stages); k_g <= 128 with 128 < n_g <= 512
+ *     (the q_nope @ w_uk shape), both: A as above and a 32 KiB B slot per
+ *     n tile, holding that n tile of a group's B across the group's m
+ *     tiles (slot j is refilled for the next group once the run's last
+ *     tile of column j is done with it, ntn - 1 tiles before it is needed),
+ *     and nothing streams: a tile reads a quarter of an A tile from L2.
+ *     There each block walks a contiguous run of tiles (tiles balanced to
+ *     within one, as on the ring) in strip order, and the held buffers
+ *     hand over on their own mbarriers. Other shapes take the 6-stage ring.
  *   - Shared memory: 6 x 32 KiB stages (or the held split of the same
  *     bytes) + 2 x 16 KiB staging + 256 bytes of mbarriers + 1 KiB
  *     alignment = 230656 bytes (of 232448). Registers: 64 accumulators and
@@ -114,10 +119,13 @@ constexpr uint32_t SMEM = OFF_BAR + BAR_BYTES;
  *   held A (k_g <= 128, n_g > 128: a strip is the n tiles of one group's
  *     128 rows): 2 A buffers of 2 k-steps (32 KiB), 8 B stages;
  *   held B (n_g <= 128, 128 < k_g <= 512: a strip is one group's m tiles):
- *     1 B buffer of 8 k-steps (128 KiB), 4 A stages.
+ *     1 B buffer of 8 k-steps (128 KiB), 4 A stages;
+ *   held A and B (k_g <= 128, 128 < n_g <= 512): the 2 A buffers and one B
+ *     slot of 32 KiB per n tile, each holding its n tile of the current
+ *     group's B across the group's m tiles; nothing streams.
  * mbarriers: full[nst], empty[nst] of the streamed stages, then
- * held_full[2], held_empty[2]. */
-enum class Path : uint32_t { kRing, kHeldA, kHeldB };
+ * held_full[2], held_empty[2], then (held A and B) b_full[4], b_empty[4]. */
+enum class Path : uint32_t { kRing, kHeldA, kHeldB, kHeldAB };
 constexpr uint32_t HELD_A_K = 2, HELD_B_K = 8; /* k-steps a held buffer holds */
 constexpr uint32_t RING_BYTES = STAGES * STAGE;
 struct Plan {
@@ -126,8 +134,13 @@ struct Plan {
     uint32_t nheld; /* held buffers: 2 (A) or 1 (B) */
     uint32_t hbuf;  /* bytes of one held buffer (the streamed stages follow the held buffers) */
 };
+constexpr uint32_t HELD_AB_N = 4; /* n tiles (B slots) the held A and B path takes */
 __device__ __forceinline__ Plan plan_of(uint32_t ntn, uint32_t ktiles) {
 #ifndef GROUPED_GEMM_TMA_NO_HELD /* bench/mla/ab.sh's B build: every shape on the 6-stage ring */
+#ifndef GROUPED_GEMM_TMA_NO_HELD_AB /* bench/mla/ab.sh's B build: held A alone */
+    if (ntn >= 2u && ntn <= HELD_AB_N && ktiles >= 1u && ktiles <= HELD_A_K)
+        return Plan{Path::kHeldAB, 0u, 2u, HELD_A_K * OPERAND};
+#endif
     if (ntn >= 2u && ktiles >= 1u && ktiles <= HELD_A_K)
         return Plan{Path::kHeldA, (RING_BYTES - 2u * HELD_A_K * OPERAND) / OPERAND, 2u, HELD_A_K * OPERAND};
     if (ntn == 1u && ktiles > HELD_A_K && ktiles <= HELD_B_K)
@@ -137,7 +150,9 @@ __device__ __forceinline__ Plan plan_of(uint32_t ntn, uint32_t ktiles) {
 }
 static_assert((RING_BYTES - 2u * HELD_A_K * OPERAND) / OPERAND == 8u && (RING_BYTES - HELD_B_K * OPERAND) / OPERAND == 4u,
               "8 B stages beside two A buffers, 4 A stages beside one B buffer");
-static_assert((2 * 8 + 4) * 8 <= BAR_BYTES, "the mbarriers fit their bytes");
+static_assert((2 * 8 + 4) * 8 <= BAR_BYTES && (4 + 2 * HELD_AB_N) * 8 <= BAR_BYTES, "the mbarriers fit their bytes");
+static_assert(2u * HELD_A_K * OPERAND + HELD_AB_N * HELD_A_K * OPERAND == RING_BYTES,
+              "two A buffers and four B slots are the ring's bytes");
 
 static_assert(SMEM + 1024 == KL_SHARED_BYTES_grouped_gemm_tma, "the spec's shared_bytes: the layout and 1 KiB to align it");
 static_assert(THREADS == KL_THREADS_grouped_gemm_tma, "two consumer warpgroups and a producer");
@@ -174,10 +189,12 @@ __device__ __forceinline__ Tile tile_at(uint32_t u, uint32_t ntn, uint32_t ntm, 
     return t;
 }
 
-/* Tile u on the held-B path (n_g <= 128): one group's m tiles in order,
- * then the next group's, so a block's consecutive tiles share B. */
-__device__ __forceinline__ Tile tile_m_first(uint32_t u, uint32_t ntm) {
-    return Tile{0u, (u % ntm) * (uint32_t)BM, u / ntm};
+/* Tile u on the held-B and held A and B paths: groups in order, a
+ * group's m tiles in order, a row strip's n tiles fastest, so a block's
+ * consecutive tiles share A (a strip) and B (a group). */
+__device__ __forceinline__ Tile tile_group_major(uint32_t u, uint32_t ntn, uint32_t ntm) {
+    const uint32_t strip = u / ntn;
+    return Tile{(u % ntn) * (uint32_t)BN, (strip % ntm) * (uint32_t)BM, strip / ntm};
 }
 
 /* The tiles a block walks: round robin (u = b, b + nb, ...) on the ring,
@@ -192,9 +209,9 @@ __device__ __forceinline__ Walk walk_of(Path path, uint32_t total, uint32_t b, u
     return Walk{(uint32_t)((uint64_t)b * total / nb), (uint32_t)((uint64_t)(b + 1u) * total / nb), 1u};
 }
 __device__ __forceinline__ Tile tile_of(Path path, uint32_t u, uint32_t ntn, uint32_t ntm, uint32_t g) {
-    return path == Path::kHeldB ? tile_m_first(u, ntm) : tile_at(u, ntn, ntm, g);
+    return path == Path::kHeldB || path == Path::kHeldAB ? tile_group_major(u, ntn, ntm) : tile_at(u, ntn, ntm, g);
 }
-/* The strip a tile belongs to: the tiles that share the held operand. */
+/* The strip a tile belongs to: the tiles that share the held operand (A, where both are held). */
 __device__ __forceinline__ uint64_t strip_of(Path path, const Tile &t) {
     return path == Path::kHeldB ? (uint64_t)t.gi : ((uint64_t)t.gi << 32) | t.m0;
 }
@@ -212,7 +229,7 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
     const uint32_t ntn = (n_g + (uint32_t)BN - 1u) / (uint32_t)BN, ntm = (m + (uint32_t)BM - 1u) / (uint32_t)BM;
     const uint32_t total = ntn * ntm * g, ktiles = (k_g + (uint32_t)BK - 1u) / (uint32_t)BK;
     const Plan plan = plan_of(ntn, ktiles);
-    const bool held = plan.path != Path::kRing, held_a = plan.path == Path::kHeldA;
+    const bool held = plan.path != Path::kRing, held_a = plan.path == Path::kHeldA || plan.path == Path::kHeldAB; /* A is held */
 
     const uint32_t tid = threadIdx.x, wg = tid >> 7;
     /* The swizzle pattern repeats every 1024 bytes of address: stages start on such a boundary. */
@@ -223,6 +240,18 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
      * over the held buffers the same way. */
     const uint32_t full = sbase + OFF_BAR, empty = full + 8u * plan.nst;
     const uint32_t held_full = empty + 8u * plan.nst, held_empty = held_full + 16u;
+    const uint32_t b_full = held_empty + 16u, b_empty = b_full + 8u * HELD_AB_N; /* held A and B */
+    const bool held_ab = plan.path == Path::kHeldAB;
+    const uint32_t b_slots = ring + 2u * plan.hbuf; /* held A and B: slot j holds n tile j's B */
+    /* Held A and B: tile u is its group's first use of B slot j in this
+     * block's run when no tile ntn before it is of the group (first: the
+     * run's first tile), its last use when none ntn after it is. */
+    const uint32_t per_group = ntn * ntm;
+    auto b_first_use = [&](uint32_t u, uint32_t first) {
+        const uint32_t g0 = u / per_group * per_group;
+        return u - (first > g0 ? first : g0) < ntn;
+    };
+    auto b_last_use = [&](uint32_t u, uint32_t stop) { return u + ntn >= stop || (u + ntn) / per_group != u / per_group; };
 
     if (tid == 0u) {
         for (uint32_t s = 0; s < plan.nst; ++s) {
@@ -232,6 +261,12 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
         for (uint32_t h = 0; h < plan.nheld; ++h) {
             kl__mbar_init(held_full + 8u * h, 1u);
             kl__mbar_init(held_empty + 8u * h, 8u);
+        }
+        if (held_ab) {
+            for (uint32_t j = 0; j < HELD_AB_N; ++j) {
+                kl__mbar_init(b_full + 8u * j, 1u);
+                kl__mbar_init(b_empty + 8u * j, 8u);
+            }
         }
         kl__fence_proxy_async_shared(); /* the initialised mbarriers, to the copy engine */
     }
@@ -246,7 +281,9 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
         uint32_t c = 0;                             /* k-stages loaded by this block */
         uint32_t sh = 0;                            /* held: strips loaded */
         uint64_t strip = ~0ull;                     /* held: the last one */
-        for (Walk w = walk_of(plan.path, total, blockIdx.x, gridDim.x); w.u < w.stop; w.u += w.step) {
+        uint32_t fills = 0; /* held A and B: byte j counts slot j's fills */
+        const Walk w0 = walk_of(plan.path, total, blockIdx.x, gridDim.x);
+        for (Walk w = w0; w.u < w.stop; w.u += w.step) {
             const Tile t = tile_of(plan.path, w.u, ntn, ntm, g);
             if (held && strip_of(plan.path, t) != strip) {
                 /* A new strip: its held operand into buffer sh % nheld, once
@@ -264,6 +301,20 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
                 }
                 ++sh;
                 strip = strip_of(plan.path, t);
+            }
+            if (held_ab) {
+                /* This group's B of n tile j into slot j, once its last
+                 * group's tiles are done with it; nothing streams. */
+                const uint32_t j = t.n0 / (uint32_t)BN, f = (fills >> (8u * j)) & 0xffu;
+                if (b_first_use(w.u, w0.u)) {
+                    if (f > 0u) kl__mbar_wait(b_empty + 8u * j, (f - 1u) & 1u);
+                    kl__mbar_arrive_expect_tx(b_full + 8u * j, ktiles * OPERAND);
+                    for (uint32_t kt = 0; kt < ktiles; ++kt)
+                        kl__tma_load_3d(b_slots + j * plan.hbuf + kt * OPERAND, &b_map, (int32_t)(kt * (uint32_t)BK),
+                                        (int32_t)t.n0, (int32_t)t.gi, b_full + 8u * j);
+                    fills += 1u << (8u * j);
+                }
+                continue;
             }
             for (uint32_t kt = 0; kt < ktiles; ++kt, ++c) {
                 const uint32_t s = c % plan.nst, round = c / plan.nst;
@@ -294,7 +345,9 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
     uint32_t c = 0;             /* k-stages consumed */
     uint32_t sh = 0;            /* held: strips begun */
     uint64_t strip = ~0ull;     /* held: the current one */
-    for (Walk w = walk_of(plan.path, total, blockIdx.x, gridDim.x); w.u < w.stop; w.u += w.step) {
+    uint32_t fills = 0;         /* held A and B: byte j counts slot j's fills waited for */
+    const Walk w0 = walk_of(plan.path, total, blockIdx.x, gridDim.x);
+    for (Walk w = w0; w.u < w.stop; w.u += w.step) {
         const Tile t = tile_of(plan.path, w.u, ntn, ntm, g);
         if (ktiles == 0u) {
 #pragma unroll
@@ -310,12 +363,21 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
             strip = strip_of(plan.path, t);
         }
         const uint32_t hb = held ? ring + ((sh - 1u) % plan.nheld) * plan.hbuf : 0u; /* this strip's held buffer */
+        const uint32_t j = t.n0 / (uint32_t)BN; /* held A and B: the B slot */
+        if (held_ab && b_first_use(w.u, w0.u)) {
+            const uint32_t f = (fills >> (8u * j)) & 0xffu;
+            kl__mbar_wait(b_full + 8u * j, f & 1u);
+            fills += 1u << (8u * j);
+        }
         uint32_t prev = 0;
         for (uint32_t kt = 0; kt < ktiles; ++kt, ++c) {
-            const uint32_t s = c % plan.nst;
-            kl__mbar_wait(full + 8u * s, (c / plan.nst) & 1u);
+            const uint32_t s = held_ab ? 0u : c % plan.nst;
+            if (!held_ab) kl__mbar_wait(full + 8u * s, (c / plan.nst) & 1u);
             uint32_t a_tile, b_tile;
-            if (!held) {
+            if (held_ab) {
+                a_tile = hb + kt * OPERAND + rows;
+                b_tile = b_slots + j * plan.hbuf + kt * OPERAND;
+            } else if (!held) {
                 a_tile = ring + s * STAGE + rows;
                 b_tile = ring + s * STAGE + OPERAND;
             } else if (held_a) {
@@ -332,7 +394,7 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
                 kl__wgmma_bf16_ss<128, 0>(acc, kl__wgmma_desc(a_tile + kk * 32u, 16u, 1024u),
                                           kl__wgmma_desc(b_tile + kk * 32u, 16u, 1024u), (kt | kk) != 0u ? 1u : 0u);
             kl__wgmma_commit();
-            if (kt > 0u) {
+            if (kt > 0u && !held_ab) {
                 kl__wgmma_wait<1>(); /* the stage before is read */
                 if (elected) kl__mbar_arrive(empty + 8u * prev);
             }
@@ -340,7 +402,12 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
         }
         kl__wgmma_wait<0>(); /* unconditional: behind a branch, ptxas injected its own (C7517) */
         kl__wgmma_fence_operand(acc);
-        if (ktiles > 0u && elected) kl__mbar_arrive(empty + 8u * prev);
+        if (held_ab) {
+            /* Slot j's group is done with it in this run: release it for the next group's B. */
+            if (elected && b_last_use(w.u, w.stop)) kl__mbar_arrive(b_empty + 8u * j);
+        } else if (ktiles > 0u && elected) {
+            kl__mbar_arrive(empty + 8u * prev);
+        }
 
         /* ---- epilogue: bf16 into this consumer's staging buffer, two tensor stores ---- */
         const uint32_t stg = sbase + OFF_C + wg * STAGING;

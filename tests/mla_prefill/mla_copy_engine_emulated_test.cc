@@ -142,16 +142,22 @@ TEST_P(MlaCopyEngineEmulated, GemmManyTilesABlockWithMoreKStepsThanTheRing) {
     gemm(mod(), {300, 2, 456, 72, 8, 8, 2}, 70);
 }
 
-// The held-A path (k_g <= 128, n_g > 128: a block's contiguous run of
-// tiles, one A tile held for a strip's n tiles, 8 B stages). k_g 128 (two
-// held k-steps), n_g 392 (4 n tiles, the last of 8 columns), m 200 (a
-// ragged second m tile): 24 tiles on 5 blocks, so blocks begin and end
-// inside strips and a strip's A is loaded by two blocks.
-TEST_P(MlaCopyEngineEmulated, GemmHeldAStripsSplitBetweenBlocks) { gemm(mod(), {200, 3, 128, 392, 8, 8, 5}, 68); }
-// 60 tiles on 2 blocks: 10 strips a block, so both A buffers are refilled
-// 5 times each (a_empty's phases), k_g 72 (the second k-step zero-filled
-// past 72), padded strides.
-TEST_P(MlaCopyEngineEmulated, GemmHeldAManyStripsABlock) { gemm(mod(), {520, 4, 72, 264, 8, 16, 2}, 69); }
+// The held A and B path (k_g <= 128, 128 < n_g <= 512: a block's
+// contiguous run of tiles in group, m tile, n tile order; one A tile held
+// for a row strip's n tiles, one B slot per n tile holding the group's B
+// across its m tiles; nothing streams). k_g 128 (two held k-steps), n_g 392
+// (4 n tiles, the last of 8 columns), m 200 (a ragged second m tile): 24
+// tiles on 5 blocks, so runs begin and end inside strips and groups, and a
+// strip's A and a group's B are loaded by two blocks.
+TEST_P(MlaCopyEngineEmulated, GemmHeldABStripsSplitBetweenBlocks) { gemm(mod(), {200, 3, 128, 392, 8, 8, 5}, 68); }
+// 60 tiles on 2 blocks: 10 strips a block (both A buffers refilled 5 times),
+// the B slots refilled at each of a run's groups, k_g 72 (the second k-step
+// zero-filled past 72), padded strides.
+TEST_P(MlaCopyEngineEmulated, GemmHeldABManyStripsABlock) { gemm(mod(), {520, 4, 72, 264, 8, 16, 2}, 69); }
+// The held-A path (k_g <= 128, n_g > 512: the A tile held for a strip's n
+// tiles, 8 B stages streaming): 6 n tiles (the last of 8 columns), 2
+// groups, 2 m tiles, 24 tiles on 3 blocks.
+TEST_P(MlaCopyEngineEmulated, GemmHeldAWideN) { gemm(mod(), {130, 2, 64, 648, 0, 8, 3}, 72); }
 
 // The held-B path (n_g <= 128, 128 < k_g <= 512: a block's contiguous run
 // of tiles, each group's m tiles in order, one B tile held for them while
