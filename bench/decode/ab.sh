@@ -2,8 +2,7 @@
 # bench/decode/ab.sh [OUT [DEFINE...]] -- the gqa4_d128 paged_decode kernels
 # for sm_90a with the bench-only defines DEFINE (default OUT:
 # .gpu/bench/decode/ab.cubin; default DEFINE: PAGED_DECODE_BULK_FP8_BOX_SLOTS=32,
-# the fp8 box ring before it held 48 slots; PAGED_DECODE_BULK_FP8_PAIRS=0:
-# the fp8 consumers one tile a step; kernels/paged_decode/paged_decode_bulk.cuh),
+# the fp8 box ring before it held 48 slots, kernels/paged_decode/paged_decode_bulk.cuh),
 # for `decode_bench --ab OUT` on the H200: a same-run A/B of this build's
 # `_tma` persistent kernels against the variant's. The same unity file and
 # flags as //kernels:paged_decode's sm_90a compile, plus the defines (as

@@ -106,18 +106,6 @@
 #define PAGED_DECODE__BULK_FP8_BOX_SLOTS 48u
 #endif
 
-/* Whether the consumers take two of their tiles a step
- * (paged_decode__mma_pos_step's pair): the fp8 box rings only (their
- * tiles are 32 registers a lane; bf16's 64 and the row copies' producer
- * paths leave no room for a second under the 168 a thread).
- * PAGED_DECODE_BULK_FP8_PAIRS=0 or 1 (bench/decode/ab.sh's builds only)
- * sets it for an A/B. */
-#ifdef PAGED_DECODE_BULK_FP8_PAIRS
-#define PAGED_DECODE__BULK_PAIRS(FP8, TMAP) ((FP8) && (TMAP) && (PAGED_DECODE_BULK_FP8_PAIRS))
-#else
-#define PAGED_DECODE__BULK_PAIRS(FP8, TMAP) ((FP8) && (TMAP))
-#endif
-
 /* PAGED_DECODE_TRACE (bench/decode/trace.sh's build only, never the
  * library's): a persistent block's timeline, for what a launch costs
  * beyond its bytes (docs/PERFORMANCE.md). Stamp i of block b: the global
@@ -516,13 +504,15 @@ static __device__ __forceinline__ void paged_decode__bulk_consume(paged_decode__
                        : (16u + row) * R::RS + Dims::vbase(g) * R::ES;
     }
 
-    /* Stream tile k (the piece's tile i) into x: wait, read the slot, release it. */
-    auto take = [&](Tile &x, uint32_t i) {
+    /* The warp's first tile of the piece: the first stream index >= k0 that is warp mod 8. */
+    const uint32_t skip = (warp - (uint32_t)(p.k0 & 7u)) & 7u;
+    for (uint32_t i = skip; i < p.ntiles; i += 8u) {
         const uint64_t k = p.k0 + i;
         const uint32_t slot = (uint32_t)(k % R::NSLOT);
         const uint32_t s = ring + slot * R::SLOT;
         kl__mbar_wait(bars + 8u * slot, (uint32_t)((k / R::NSLOT) & 1u));
         if (lane == 0u && k == 0u) PAGED_DECODE__STAMP(6); /* warp 0: the block's first tile landed */
+        Tile x;
         auto put = [](uint32_t *w, uint32_t at) {
             const uint4 v = kl__ld_shared_v4(at);
             w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
@@ -562,23 +552,6 @@ static __device__ __forceinline__ void paged_decode__bulk_consume(paged_decode__
                 }
             }
         }
-    };
-
-    /* The warp's first tile of the piece: the first stream index >= k0 that is warp mod 8. */
-    uint32_t i = (warp - (uint32_t)(p.k0 & 7u)) & 7u;
-    if constexpr (PAGED_DECODE__BULK_PAIRS(FP8, TMAP)) {
-        /* Two of the warp's tiles a step (i and i + 8): one max and one
-         * rescale for both, and two independent S chains to interleave. */
-        for (; i + 8u < p.ntiles; i += 16u) {
-            Tile x0, x1;
-            take(x0, i);
-            take(x1, i + 8u);
-            step(x0, p.t0 + i, x1, p.t0 + i + 8u);
-        }
-    }
-    for (; i < p.ntiles; i += 8u) {
-        Tile x;
-        take(x, i);
         step(x, p.t0 + i);
     }
     paged_decode__mma_pos_leave<NH, Dims>(sm, warp, g, t, m, l, o);

@@ -48,11 +48,7 @@ template <bool FP8, int NH> struct paged_decode__mma_pos_step {
     float (&l)[2];
     const float &score_scale;
     const uint32_t &g, &t, &begin, &end;
-    /* S^T of one tile, scaled, positions outside [begin, end) and heads
-     * past NH at -inf: sc[r][c] is position 16 tile + g + 8r, head 2t + c;
-     * mx[c] takes its max over this lane's two positions. */
-    __device__ __forceinline__ void scores(const paged_decode__mma_tile<FP8> &x, uint32_t tile, float (&sc)[2][2],
-                                           float (&mx)[2]) const {
+    __device__ __forceinline__ void operator()(const paged_decode__mma_tile<FP8> &x, uint32_t tile) const {
         constexpr bool F16 = FP8; /* MMA input type: f16 for fp8 caches, bf16 for bf16 */
         const uint32_t p0 = tile * 16u;
         /* S^T, k-steps j = c (mod 2) in chain c. */
@@ -75,6 +71,8 @@ template <bool FP8, int NH> struct paged_decode__mma_pos_step {
             }
             paged_decode__mma<F16>(s[j & 1], a0, a1, a2, a3, qa[j][0], qa[j][1]);
         }
+        /* sc[r][c]: position p0 + g + 8r, head 2t + c. */
+        float sc[2][2], mx[2] = {-INFINITY, -INFINITY};
         const bool interior = p0 >= begin && p0 + 16u <= end;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -87,22 +85,19 @@ template <bool FP8, int NH> struct paged_decode__mma_pos_step {
                 mx[c] = fmaxf(mx[c], sc[r][c]);
             }
         }
-    }
-    /* The running max of each head to max(m, mx over the warp): o rescaled
-     * (when any lane's max moved), mn the new max; none[c]: still nothing
-     * seen for head 2t + c. l is left to the caller (it adds the new P). */
-    __device__ __forceinline__ void advance(float (&mx)[2], float (&alpha)[2], bool (&none)[2]) const {
+        float alpha[2], p[2][2];
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
 #pragma unroll
             for (int o4 = 4; o4 < 32; o4 <<= 1) mx[c] = fmaxf(mx[c], __shfl_xor_sync(PAGED_DECODE__FULL, mx[c], o4));
             const float mn = fmaxf(m[c], mx[c]);
-            none[c] = mn == -INFINITY; /* nothing seen yet for this head */
-            alpha[c] = none[c] ? 1.0f : paged_decode__exp2(m[c] - mn);
+            const bool none = mn == -INFINITY; /* nothing seen yet for this head */
+            alpha[c] = none ? 1.0f : paged_decode__exp2(m[c] - mn);
+#pragma unroll
+            for (int r = 0; r < 2; ++r) p[r][c] = none ? 0.0f : paged_decode__exp2(sc[r][c] - mn);
+            l[c] = fmaf(l[c], alpha[c], p[0][c] + p[1][c]);
             m[c] = mn;
         }
-    }
-    __device__ __forceinline__ void rescale(const float (&alpha)[2]) const {
         if (__any_sync(PAGED_DECODE__FULL, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
             for (int i = 0; i < 8; ++i) {
@@ -112,17 +107,6 @@ template <bool FP8, int NH> struct paged_decode__mma_pos_step {
                 o[i][3] *= alpha[1];
             }
         }
-    }
-    /* P = exp2(sc - m) of one tile (0 for a head with nothing seen). */
-    __device__ __forceinline__ void probs(const float (&sc)[2][2], const bool (&none)[2], float (&p)[2][2]) const {
-#pragma unroll
-        for (int c = 0; c < 2; ++c)
-#pragma unroll
-            for (int r = 0; r < 2; ++r) p[r][c] = none[c] ? 0.0f : paged_decode__exp2(sc[r][c] - m[c]);
-    }
-    /* O^T += V^T P^T of one tile. */
-    __device__ __forceinline__ void pv(const paged_decode__mma_tile<FP8> &x, const float (&p)[2][2]) const {
-        constexpr bool F16 = FP8;
         /* P^T's B fragments: rows r = 0, 1 (positions g + 8r, heads 2t, 2t + 1) transposed. */
         const uint32_t pb0 = kl__movmatrix_trans(paged_decode__pack2<F16>(p[0][0], p[0][1]));
         const uint32_t pb1 = kl__movmatrix_trans(paged_decode__pack2<F16>(p[1][0], p[1][1]));
@@ -136,38 +120,6 @@ template <bool FP8, int NH> struct paged_decode__mma_pos_step {
             pl1 = kl__movmatrix_trans(paged_decode__pack2<false>(p[1][0] - f1.x, p[1][1] - f1.y));
         }
         paged_decode__mma_pv<FP8>(o, x, pb0, pb1, pl0, pl1);
-    }
-
-    /* One tile. */
-    __device__ __forceinline__ void operator()(const paged_decode__mma_tile<FP8> &x, uint32_t tile) const {
-        float sc[2][2], mx[2] = {-INFINITY, -INFINITY}, alpha[2], p[2][2];
-        bool none[2];
-        scores(x, tile, sc, mx);
-        advance(mx, alpha, none);
-        probs(sc, none, p);
-#pragma unroll
-        for (int c = 0; c < 2; ++c) l[c] = fmaf(l[c], alpha[c], p[0][c] + p[1][c]);
-        rescale(alpha);
-        pv(x, p);
-    }
-    /* Two tiles of the warp at once (paged_decode_bulk.cuh's pairs): their
-     * 16 S MMAs in four independent chains, one max and one rescale for
-     * both. The same function: the online softmax is exact in any grouping
-     * (l and O^T differ from two single steps by rounding only). */
-    __device__ __forceinline__ void operator()(const paged_decode__mma_tile<FP8> &x0, uint32_t tile0,
-                                               const paged_decode__mma_tile<FP8> &x1, uint32_t tile1) const {
-        float sc0[2][2], sc1[2][2], mx[2] = {-INFINITY, -INFINITY}, alpha[2], p0[2][2], p1[2][2];
-        bool none[2];
-        scores(x0, tile0, sc0, mx);
-        scores(x1, tile1, sc1, mx);
-        advance(mx, alpha, none);
-        probs(sc0, none, p0);
-        probs(sc1, none, p1);
-#pragma unroll
-        for (int c = 0; c < 2; ++c) l[c] = fmaf(l[c], alpha[c], (p0[0][c] + p0[1][c]) + (p1[0][c] + p1[1][c]));
-        rescale(alpha);
-        pv(x0, p0);
-        pv(x1, p1);
     }
 };
 

@@ -130,22 +130,14 @@ class DecodeSass(unittest.TestCase):
                 self.assertGreater(s["mbarrier_ops"], 0, "%s %s: producer loop without mbarrier ops" % (cubin, name))
             if name.endswith("_tma"):
                 self.assertTrue(all(s["bulk_copies"] == 0 for s in producer), "%s %s: row copies" % (cubin, name))
-            # The fp8 box rings' consumers take two tiles a step, then an odd
-            # last one (paged_decode_bulk.cuh, PAGED_DECODE__BULK_PAIRS): two loops.
-            pairs = "fp8" in name and name.endswith("_tma")
-            self.assertEqual(len(ring), 2 if pairs else 1,
-                             "%s %s: want %s over the ring" % (cubin, name, "a pair loop and a single-tile loop"
-                                                                if pairs else "one consumer loop"))
-            if pairs:
-                self.assertGreaterEqual(max(r["ring_bytes"] for r in ring), 256,
-                                        "%s %s: no loop reads two tiles a step" % (cubin, name))
-            for r in ring:
-                self.assertGreaterEqual(r["ring_bytes"], 128, "%s %s: the ring loop reads too little" % (cubin, name))
-                self.assertGreater(r["mbarrier_ops"], 0, "%s %s: the ring loop waits on no mbarrier" % (cubin, name))
-                self.assertEqual(r["load_bytes"], 0, "%s %s: global cache loads in the ring loop" % (cubin, name))
-                self.assertLess(r["ffma"], 8, "%s %s: per-element FFMA in the ring loop" % (cubin, name))
-                if "fp8" in name:
-                    self.assertGreater(r["fp8_packed_cvt"], 0, "%s %s: no packed E4M3 cvt in the ring loop" % (cubin, name))
+            self.assertEqual(len(ring), 1, "%s %s: want one consumer loop over the ring" % (cubin, name))
+            r = ring[0]
+            self.assertGreaterEqual(r["ring_bytes"], 128, "%s %s: the ring loop reads too little" % (cubin, name))
+            self.assertGreater(r["mbarrier_ops"], 0, "%s %s: the ring loop waits on no mbarrier" % (cubin, name))
+            self.assertEqual(r["load_bytes"], 0, "%s %s: global cache loads in the ring loop" % (cubin, name))
+            self.assertLess(r["ffma"], 8, "%s %s: per-element FFMA in the ring loop" % (cubin, name))
+            if "fp8" in name:
+                self.assertGreater(r["fp8_packed_cvt"], 0, "%s %s: no packed E4M3 cvt in the ring loop" % (cubin, name))
         self.assertEqual(seen, 8 * len(self.funcs_90a), "want 4 *_gqa_bulk and 4 *_gqa_tma kernels per sm_90a cubin")
 
 
