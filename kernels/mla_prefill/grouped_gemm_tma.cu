@@ -69,23 +69,24 @@
  *   - Held operands. The L2 carries more than DRAM: per tile 64 KiB (k 128)
  *     or 256 KiB (k 512) of A and B read from L2 against 40 or 160 KiB of
  *     DRAM traffic (an A or B tile is read by every tile that shares it).
- *     Where one operand of a run of tiles is the same, it is loaded once
- *     and held (plan_of): k_g <= 128 with n_g > 128, A for a group's 128
- *     rows across its n tiles (2 buffers of 32 KiB, 8 B stages of 16 KiB);
- *     n_g <= 128 with 128 < k_g <= 512, a group's B across its m tiles (1
- *     buffer of 128 KiB, 4 A stages); k_g <= 128 with 128 < n_g <= 512
- *     (the q_nope @ w_uk shape), both: A as above and a 32 KiB B slot per
- *     n tile, holding that n tile of a group's B across the group's m
- *     tiles (slot j is refilled for the next group once the run's last
- *     tile of column j is done with it, ntn - 1 tiles before it is needed),
- *     and nothing streams: a tile reads a quarter of an A tile from L2.
- *     There each block walks a contiguous run of tiles (tiles balanced to
- *     within one, as on the ring) in strip order, and the held buffers
- *     hand over on their own mbarriers. Other shapes take the 6-stage ring.
+ *     Where a run of tiles shares operands they are loaded once and held
+ *     (plan_of): k_g <= 128 with 128 < n_g <= 512 (q_nope @ w_uk), A for a
+ *     group's 128 rows across its n tiles (2 buffers of 32 KiB) and a 32
+ *     KiB B slot per n tile holding that n tile of a group's B across the
+ *     group's m tiles (slot j is refilled for the next group once the
+ *     run's last tile of column j is done with it, ntn - 1 tiles before it
+ *     is needed): nothing streams, a tile reads a quarter of an A tile
+ *     from L2; n_g <= 128 with 128 < k_g <= 512 (o_lat @ w_uv^T), a
+ *     group's B (one buffer of 128 KiB) across its m tiles, A streaming in
+ *     4 stages of 16 KiB. There each block walks a contiguous run of tiles
+ *     (balanced to within one tile, as on the ring) in group, m tile, n
+ *     tile order, and the held buffers hand over on their own mbarriers.
+ *     Other shapes take the 6-stage ring. H100, same run: 1.13x the ring
+ *     at k 128, 1.03x at k 512 (docs/PERFORMANCE.md).
  *   - Shared memory: 6 x 32 KiB stages (or the held split of the same
  *     bytes) + 2 x 16 KiB staging + 256 bytes of mbarriers + 1 KiB
  *     alignment = 230656 bytes (of 232448). Registers: 64 accumulators and
- *     indices (112 a thread, of the 168 the block's 384 threads allow; no
+ *     indices (107 a thread, of the 168 the block's 384 threads allow; no
  *     setmaxnreg).
  *   Predicted and measured: docs/PERFORMANCE.md ("Hopper MLA prefill on the
  *   copy engine").
@@ -114,18 +115,19 @@ constexpr uint32_t OFF_BAR = OFF_C + 2 * STAGING;       /* the mbarriers of eith
 constexpr uint32_t BAR_BYTES = 256;
 constexpr uint32_t SMEM = OFF_BAR + BAR_BYTES;
 
-/* Where one operand is held for a strip of tiles that share it (the other
- * streamed in 16 KiB stages), the ring's 192 KiB are split anew:
- *   held A (k_g <= 128, n_g > 128: a strip is the n tiles of one group's
- *     128 rows): 2 A buffers of 2 k-steps (32 KiB), 8 B stages;
+/* Where operands are held for the tiles that share them, the ring's 192
+ * KiB are split anew:
  *   held B (n_g <= 128, 128 < k_g <= 512: a strip is one group's m tiles):
- *     1 B buffer of 8 k-steps (128 KiB), 4 A stages;
- *   held A and B (k_g <= 128, 128 < n_g <= 512): the 2 A buffers and one B
- *     slot of 32 KiB per n tile, each holding its n tile of the current
- *     group's B across the group's m tiles; nothing streams.
- * mbarriers: full[nst], empty[nst] of the streamed stages, then
- * held_full[2], held_empty[2], then (held A and B) b_full[4], b_empty[4]. */
-enum class Path : uint32_t { kRing, kHeldA, kHeldB, kHeldAB };
+ *     1 B buffer of 8 k-steps (128 KiB), 4 A stages of 16 KiB streaming;
+ *   held A and B (k_g <= 128, 128 < n_g <= 512: a strip is a group's 128
+ *     rows across its n tiles): 2 A buffers of 2 k-steps (32 KiB, one a
+ *     strip) and one B slot of 32 KiB per n tile, each holding its n tile
+ *     of the current group's B across the group's m tiles; nothing streams.
+ * (A held alone, B streaming in 8 stages, measured 0.80x the ring at k 128
+ * on the H100: docs/PERFORMANCE.md.) mbarriers: full[nst], empty[nst] of
+ * the streamed stages, then held_full[2], held_empty[2], then (held A and
+ * B) b_full[4], b_empty[4]. */
+enum class Path : uint32_t { kRing, kHeldB, kHeldAB };
 constexpr uint32_t HELD_A_K = 2, HELD_B_K = 8; /* k-steps a held buffer holds */
 constexpr uint32_t RING_BYTES = STAGES * STAGE;
 struct Plan {
@@ -137,20 +139,16 @@ struct Plan {
 constexpr uint32_t HELD_AB_N = 4; /* n tiles (B slots) the held A and B path takes */
 __device__ __forceinline__ Plan plan_of(uint32_t ntn, uint32_t ktiles) {
 #ifndef GROUPED_GEMM_TMA_NO_HELD /* bench/mla/ab.sh's B build: every shape on the 6-stage ring */
-#ifndef GROUPED_GEMM_TMA_NO_HELD_AB /* bench/mla/ab.sh's B build: held A alone */
     if (ntn >= 2u && ntn <= HELD_AB_N && ktiles >= 1u && ktiles <= HELD_A_K)
         return Plan{Path::kHeldAB, 0u, 2u, HELD_A_K * OPERAND};
-#endif
-    if (ntn >= 2u && ktiles >= 1u && ktiles <= HELD_A_K)
-        return Plan{Path::kHeldA, (RING_BYTES - 2u * HELD_A_K * OPERAND) / OPERAND, 2u, HELD_A_K * OPERAND};
     if (ntn == 1u && ktiles > HELD_A_K && ktiles <= HELD_B_K)
         return Plan{Path::kHeldB, (RING_BYTES - HELD_B_K * OPERAND) / OPERAND, 1u, HELD_B_K * OPERAND};
 #endif
     return Plan{Path::kRing, (uint32_t)STAGES, 0u, 0u};
 }
-static_assert((RING_BYTES - 2u * HELD_A_K * OPERAND) / OPERAND == 8u && (RING_BYTES - HELD_B_K * OPERAND) / OPERAND == 4u,
-              "8 B stages beside two A buffers, 4 A stages beside one B buffer");
-static_assert((2 * 8 + 4) * 8 <= BAR_BYTES && (4 + 2 * HELD_AB_N) * 8 <= BAR_BYTES, "the mbarriers fit their bytes");
+static_assert((RING_BYTES - HELD_B_K * OPERAND) / OPERAND == 4u, "4 A stages beside one B buffer");
+static_assert(2 * STAGES * 8 <= BAR_BYTES && (2 * 4 + 2) * 8 <= BAR_BYTES && (4 + 2 * HELD_AB_N) * 8 <= BAR_BYTES,
+              "the mbarriers fit their bytes");
 static_assert(2u * HELD_A_K * OPERAND + HELD_AB_N * HELD_A_K * OPERAND == RING_BYTES,
               "two A buffers and four B slots are the ring's bytes");
 
@@ -229,7 +227,7 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
     const uint32_t ntn = (n_g + (uint32_t)BN - 1u) / (uint32_t)BN, ntm = (m + (uint32_t)BM - 1u) / (uint32_t)BM;
     const uint32_t total = ntn * ntm * g, ktiles = (k_g + (uint32_t)BK - 1u) / (uint32_t)BK;
     const Plan plan = plan_of(ntn, ktiles);
-    const bool held = plan.path != Path::kRing, held_a = plan.path == Path::kHeldA || plan.path == Path::kHeldAB; /* A is held */
+    const bool held = plan.path != Path::kRing, held_a = plan.path == Path::kHeldAB; /* A is held (else B) */
 
     const uint32_t tid = threadIdx.x, wg = tid >> 7;
     /* The swizzle pattern repeats every 1024 bytes of address: stages start on such a boundary. */
@@ -325,12 +323,9 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
                     kl__mbar_arrive_expect_tx(full + 8u * s, STAGE);
                     kl__tma_load_3d(st, &a_map, k0, (int32_t)t.gi, (int32_t)t.m0, full + 8u * s);
                     kl__tma_load_3d(st + OPERAND, &b_map, k0, (int32_t)t.n0, (int32_t)t.gi, full + 8u * s);
-                } else {
+                } else { /* held B: A streams */
                     kl__mbar_arrive_expect_tx(full + 8u * s, OPERAND);
-                    if (held_a)
-                        kl__tma_load_3d(streamed + s * OPERAND, &b_map, k0, (int32_t)t.n0, (int32_t)t.gi, full + 8u * s);
-                    else
-                        kl__tma_load_3d(streamed + s * OPERAND, &a_map, k0, (int32_t)t.gi, (int32_t)t.m0, full + 8u * s);
+                    kl__tma_load_3d(streamed + s * OPERAND, &a_map, k0, (int32_t)t.gi, (int32_t)t.m0, full + 8u * s);
                 }
             }
         }
@@ -380,10 +375,7 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
             } else if (!held) {
                 a_tile = ring + s * STAGE + rows;
                 b_tile = ring + s * STAGE + OPERAND;
-            } else if (held_a) {
-                a_tile = hb + kt * OPERAND + rows;
-                b_tile = streamed + s * OPERAND;
-            } else {
+            } else { /* held B */
                 a_tile = streamed + s * OPERAND + rows;
                 b_tile = hb + kt * OPERAND;
             }

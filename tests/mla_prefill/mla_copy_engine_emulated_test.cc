@@ -154,10 +154,9 @@ TEST_P(MlaCopyEngineEmulated, GemmHeldABStripsSplitBetweenBlocks) { gemm(mod(), 
 // the B slots refilled at each of a run's groups, k_g 72 (the second k-step
 // zero-filled past 72), padded strides.
 TEST_P(MlaCopyEngineEmulated, GemmHeldABManyStripsABlock) { gemm(mod(), {520, 4, 72, 264, 8, 16, 2}, 69); }
-// The held-A path (k_g <= 128, n_g > 512: the A tile held for a strip's n
-// tiles, 8 B stages streaming): 6 n tiles (the last of 8 columns), 2
-// groups, 2 m tiles, 24 tiles on 3 blocks.
-TEST_P(MlaCopyEngineEmulated, GemmHeldAWideN) { gemm(mod(), {130, 2, 64, 648, 0, 8, 3}, 72); }
+// k_g <= 128 past 4 n tiles (n_g 648: 6, the last of 8 columns) takes the
+// ring: 2 groups, 2 m tiles, 24 tiles on 3 blocks.
+TEST_P(MlaCopyEngineEmulated, GemmShortKWideNTakesTheRing) { gemm(mod(), {130, 2, 64, 648, 0, 8, 3}, 72); }
 
 // The held-B path (n_g <= 128, 128 < k_g <= 512: a block's contiguous run
 // of tiles, each group's m tiles in order, one B tile held for them while

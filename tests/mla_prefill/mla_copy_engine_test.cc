@@ -283,9 +283,9 @@ TEST_P(MlaCopyEngine, GemmManyTilesABlockWithMoreKStepsThanTheRing) {
 
 // The held paths: each block a contiguous run of tiles, operands held for
 // the tiles that share them. Held A and B (k_g <= 128, 128 < n_g <= 512: A
-// for a row strip's n tiles, a B slot per n tile for a group's m tiles),
-// held A (k_g <= 128, n_g > 512: B streams) and held B (n_g <= 128, 128 <
-// k_g <= 512: A streams). Runs that begin and end inside strips and groups,
+// for a row strip's n tiles, a B slot per n tile for a group's m tiles)
+// and held B (n_g <= 128, 128 < k_g <= 512: A streams); k_g <= 128 with
+// n_g > 512 takes the ring. Runs that begin and end inside strips and groups,
 // many strips a block (the held buffers refilled many times), ragged last
 // tiles and k-steps.
 TEST_P(MlaCopyEngine, GemmHeldOperandStripsAcrossBlocks) {
@@ -295,7 +295,7 @@ TEST_P(MlaCopyEngine, GemmHeldOperandStripsAcrossBlocks) {
         {2048, 4, 128, 512, 0, 0, 0},  // held A and B: the q_nope @ w_uk shape in part, 256 tiles on the SMs
         {1100, 3, 72, 392, 8, 8, 5},   // held A and B: 4 n tiles (the last of 8 columns), 9 m tiles, 108 tiles on 5 blocks
         {520, 4, 128, 264, 0, 16, 2},  // held A and B: 10 strips a block
-        {700, 2, 128, 776, 0, 8, 5},   // held A: 7 n tiles (the last of 8 columns), 6 m tiles, 84 tiles on 5 blocks
+        {700, 2, 128, 776, 0, 8, 5},   // the ring: 7 n tiles (the last of 8 columns), 6 m tiles, 84 tiles on 5 blocks
         {1100, 5, 328, 120, 8, 8, 7},  // held B: 9 m tiles x 5 groups on 7 blocks, 6 k-steps (the last ragged)
         {2100, 6, 512, 128, 0, 0, 4},  // held B: 17 m tiles x 6 groups on 4 blocks, B reloaded inside runs
     };
