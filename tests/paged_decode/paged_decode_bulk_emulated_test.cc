@@ -340,6 +340,25 @@ TEST_P(BulkEmulatedTest, TensorMapTwinsMatchReference) {
             }
 }
 
+// The tensor-map persistent twins on one block (every unit whole, the ring
+// streaming across 18 units of 0-14 tiles), the case in which the H100 run
+// of 2026-12-06 saw the bf16 twin leave NaN (paged_decode_test's
+// Bf16GqaMatchesReferenceInBothVariants, seed 1020: 3 KV heads, lengths
+// 0, 1, 16, 17, 35, 211, block 16).
+TEST_P(BulkEmulatedTest, TensorMapPersistentOneBlockEveryUnitWhole) {
+    for (bool fp8 : {false, true}) {
+        Case c;
+        c.num_kv_heads = 3;
+        c.num_q_heads = 3 * width();
+        c.block_size = 16;
+        c.seq_lens = {0, 1, 16, 17, 35, 211};
+        c.k_scale = 0.8f;
+        c.v_scale = 1.3f;
+        c.seed = 1020;
+        run_case(fp8, c, 1, true, true);
+    }
+}
+
 // The tensor-map persistent twins on one long sequence cut into many
 // blocks (records of 7 and 23 blocks), scores of several hundred.
 TEST_P(BulkEmulatedTest, TensorMapPersistentLongSequence) {
