@@ -122,6 +122,24 @@ struct Buf {
     unsigned long long addr() const { return reinterpret_cast<uintptr_t>(p); }
 };
 
+// ---- another build's kernels -----------------------------------------------------
+
+// Loads the cubin or fatbin at `path` (a bench-only build: bench/*/ab.sh,
+// trace.sh) into *mod; `what` names the option in errors. The image is
+// copied into 8-byte-aligned memory that *image keeps for the module's life.
+void load_image(const std::string &path, const char *what, std::vector<uint64_t> *image, kl_module *mod) {
+    FILE *f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) die(std::string(what) + ": cannot open " + path);
+    std::vector<unsigned char> bytes;
+    unsigned char buf[65536];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.insert(bytes.end(), buf, buf + n);
+    std::fclose(f);
+    image->assign((bytes.size() + 7) / 8, 0u);
+    std::memcpy(image->data(), bytes.data(), bytes.size());
+    ok(kl_module_load(&g_cuda.base, image->data(), bytes.size(), mod), std::string(what) + ": loading " + path);
+}
+
 // ---- timing ------------------------------------------------------------------------
 
 // Median microseconds of launch(run index) over `runs` runs, each between

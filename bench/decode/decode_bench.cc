@@ -652,19 +652,10 @@ double gbps(uint64_t bytes, double us) { return bytes / (us * 1e3); }
 // beside it. Keys trace_<shape>_s<i>_{med,max}_us, _event_us, _span_us.
 void trace_timelines(const char *path) {
     constexpr int kTraceRuns = 9, kStamps = 14;
-    FILE *f = std::fopen(path, "rb");
-    if (f == nullptr) die(std::string("--trace: cannot open ") + path);
     std::vector<uint64_t> image;
     {
-        std::vector<unsigned char> bytes;
-        unsigned char buf[65536];
-        size_t n;
-        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.insert(bytes.end(), buf, buf + n);
-        std::fclose(f);
-        image.resize((bytes.size() + 7) / 8);
-        std::memcpy(image.data(), bytes.data(), bytes.size());
         kl_module tmod;
-        ok(kl_module_load(&g_cuda.base, image.data(), bytes.size(), &tmod), std::string("--trace: loading ") + path);
+        load_image(path, "--trace", &image, &tmod);
         ok(kl_paged_decode_persist_bf16_gqa_tma_get(&g_k.persist_bf16_tma, &tmod), "--trace: the bf16 _tma kernel");
         ok(kl_paged_decode_persist_fp8_gqa_tma_get(&g_k.persist_fp8_tma, &tmod), "--trace: the fp8 _tma kernel");
         typedef int (*GetGlobalFn)(unsigned long long *, size_t *, void *, const char *);
@@ -803,17 +794,9 @@ void trace_timelines(const char *path) {
 // ab_<shape>_{a_us,b_us,b_over_a,a_fraction_of_copy,b_fraction_of_copy}.
 void ab_compare(const char *path) {
     constexpr int kAbRounds = 5;
-    FILE *f = std::fopen(path, "rb");
-    if (f == nullptr) die(std::string("--ab: cannot open ") + path);
-    std::vector<unsigned char> bytes;
-    unsigned char buf[65536];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.insert(bytes.end(), buf, buf + n);
-    std::fclose(f);
-    std::vector<uint64_t> image((bytes.size() + 7) / 8);
-    std::memcpy(image.data(), bytes.data(), bytes.size());
+    std::vector<uint64_t> image;
     kl_module bmod;
-    ok(kl_module_load(&g_cuda.base, image.data(), bytes.size(), &bmod), std::string("--ab: loading ") + path);
+    load_image(path, "--ab", &image, &bmod);
     Kernels b = g_k;
     ok(kl_paged_decode_persist_bf16_gqa_tma_get(&b.persist_bf16_tma, &bmod), "--ab: B's bf16 _tma kernel");
     ok(kl_paged_decode_persist_fp8_gqa_tma_get(&b.persist_fp8_tma, &bmod), "--ab: B's fp8 _tma kernel");

@@ -643,16 +643,7 @@ int main(int argc, char **argv) {
     kl_module ab_module;
     std::vector<uint64_t> ab_image;
     if (!g_ab_path.empty()) {
-        FILE *f = std::fopen(g_ab_path.c_str(), "rb");
-        if (f == nullptr) die("--ab: cannot open " + g_ab_path);
-        std::vector<unsigned char> bytes;
-        unsigned char buf[65536];
-        size_t n;
-        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.insert(bytes.end(), buf, buf + n);
-        std::fclose(f);
-        ab_image.resize((bytes.size() + 7) / 8);
-        std::memcpy(ab_image.data(), bytes.data(), bytes.size());
-        ok(kl_module_load(&g_cuda.base, ab_image.data(), bytes.size(), &ab_module), "--ab: loading " + g_ab_path);
+        load_image(g_ab_path, "--ab", &ab_image, &ab_module);
         g_ab_module = &ab_module;
     }
     const uint32_t seq = quick ? 1024 : 4096;
