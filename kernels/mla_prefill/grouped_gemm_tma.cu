@@ -196,32 +196,15 @@ __device__ __forceinline__ Tile tile_group_major(uint32_t u, uint32_t ntn, uint3
 }
 
 /* The tiles a block walks: round robin (u = b, b + nb, ...) on the ring,
- * or on a held path its contiguous run [lo, lo + n) = [floor(b T / nb),
- * floor((b + 1) T / nb)), so that its consecutive tiles are a strip's and
- * share the held operands; odd blocks walk their run from its end, so the
- * group (and strip) that two neighbouring runs share is used by both at
- * the same time, at their starts or at their ends, and comes from DRAM
- * once (H100: 18 MB of DRAM reads over bmm's when every run went forward).
- * nb <= T (the spec's grid). */
+ * or on a held path its contiguous share [floor(b T / nb), floor((b + 1)
+ * T / nb)), so that its consecutive tiles are a strip's and share the held
+ * operand. nb <= T (the spec's grid). */
 struct Walk {
-    uint32_t i, n;     /* the block's i-th tile of n */
-    uint32_t lo, step; /* ring: u = lo + i step; held: the run [lo, lo + n) */
-    bool back;         /* held: walked from the run's end */
-    __device__ __forceinline__ uint32_t u() const { return back ? lo + n - 1u - i : lo + i * step; }
-    /* Tile v is in the run and in u's group of `per` tiles. */
-    __device__ __forceinline__ bool shares(uint32_t v, uint32_t u, uint32_t per) const {
-        return v - lo < n && v / per == u / per;
-    }
+    uint32_t u, stop, step;
 };
 __device__ __forceinline__ Walk walk_of(Path path, uint32_t total, uint32_t b, uint32_t nb) {
-    if (path == Path::kRing) return Walk{0u, (total - b + nb - 1u) / nb, b, nb, false};
-    const uint32_t lo = (uint32_t)((uint64_t)b * total / nb), hi = (uint32_t)((uint64_t)(b + 1u) * total / nb);
-#ifndef GROUPED_GEMM_TMA_FORWARD /* bench/mla/ab.sh builds only: every run walked forward */
-    const bool back = (b & 1u) != 0u;
-#else
-    const bool back = false;
-#endif
-    return Walk{0u, hi - lo, lo, 1u, back};
+    if (path == Path::kRing) return Walk{b, total, nb};
+    return Walk{(uint32_t)((uint64_t)b * total / nb), (uint32_t)((uint64_t)(b + 1u) * total / nb), 1u};
 }
 __device__ __forceinline__ Tile tile_of(Path path, uint32_t u, uint32_t ntn, uint32_t ntm, uint32_t g) {
     return path == Path::kHeldB || path == Path::kHeldAB ? tile_group_major(u, ntn, ntm) : tile_at(u, ntn, ntm, g);
@@ -259,11 +242,14 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
     const bool held_ab = plan.path == Path::kHeldAB;
     const uint32_t b_slots = ring + 2u * plan.hbuf; /* held A and B: slot j holds n tile j's B */
     /* Held A and B: tile u is its group's first use of B slot j in this
-     * block's walk when the tile ntn before it in the walk is not of its
-     * group in the run, its last use when the one ntn after it is not. */
+     * block's run when no tile ntn before it is of the group (first: the
+     * run's first tile), its last use when none ntn after it is. */
     const uint32_t per_group = ntn * ntm;
-    auto b_first_use = [&](const Walk &w, uint32_t u) { return !w.shares(w.back ? u + ntn : u - ntn, u, per_group); };
-    auto b_last_use = [&](const Walk &w, uint32_t u) { return !w.shares(w.back ? u - ntn : u + ntn, u, per_group); };
+    auto b_first_use = [&](uint32_t u, uint32_t first) {
+        const uint32_t g0 = u / per_group * per_group;
+        return u - (first > g0 ? first : g0) < ntn;
+    };
+    auto b_last_use = [&](uint32_t u, uint32_t stop) { return u + ntn >= stop || (u + ntn) / per_group != u / per_group; };
 
     if (tid == 0u) {
         for (uint32_t s = 0; s < plan.nst; ++s) {
@@ -294,9 +280,9 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
         uint32_t sh = 0;                            /* held: strips loaded */
         uint64_t strip = ~0ull;                     /* held: the last one */
         uint32_t fills = 0; /* held A and B: byte j counts slot j's fills */
-        for (Walk w = walk_of(plan.path, total, blockIdx.x, gridDim.x); w.i < w.n; ++w.i) {
-            const uint32_t u = w.u();
-            const Tile t = tile_of(plan.path, u, ntn, ntm, g);
+        const Walk w0 = walk_of(plan.path, total, blockIdx.x, gridDim.x);
+        for (Walk w = w0; w.u < w.stop; w.u += w.step) {
+            const Tile t = tile_of(plan.path, w.u, ntn, ntm, g);
             if (held && strip_of(plan.path, t) != strip) {
                 /* A new strip: its held operand into buffer sh % nheld, once
                  * the strip nheld back has released it. */
@@ -318,7 +304,7 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
                 /* This group's B of n tile j into slot j, once its last
                  * group's tiles are done with it; nothing streams. */
                 const uint32_t j = t.n0 / (uint32_t)BN, f = (fills >> (8u * j)) & 0xffu;
-                if (b_first_use(w, u)) {
+                if (b_first_use(w.u, w0.u)) {
                     if (f > 0u) kl__mbar_wait(b_empty + 8u * j, (f - 1u) & 1u);
                     kl__mbar_arrive_expect_tx(b_full + 8u * j, ktiles * OPERAND);
                     for (uint32_t kt = 0; kt < ktiles; ++kt)
@@ -355,9 +341,9 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
     uint32_t sh = 0;            /* held: strips begun */
     uint64_t strip = ~0ull;     /* held: the current one */
     uint32_t fills = 0;         /* held A and B: byte j counts slot j's fills waited for */
-    for (Walk w = walk_of(plan.path, total, blockIdx.x, gridDim.x); w.i < w.n; ++w.i) {
-        const uint32_t u = w.u();
-        const Tile t = tile_of(plan.path, u, ntn, ntm, g);
+    const Walk w0 = walk_of(plan.path, total, blockIdx.x, gridDim.x);
+    for (Walk w = w0; w.u < w.stop; w.u += w.step) {
+        const Tile t = tile_of(plan.path, w.u, ntn, ntm, g);
         if (ktiles == 0u) {
 #pragma unroll
             for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
@@ -373,7 +359,7 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
         }
         const uint32_t hb = held ? ring + ((sh - 1u) % plan.nheld) * plan.hbuf : 0u; /* this strip's held buffer */
         const uint32_t j = t.n0 / (uint32_t)BN; /* held A and B: the B slot */
-        if (held_ab && b_first_use(w, u)) {
+        if (held_ab && b_first_use(w.u, w0.u)) {
             const uint32_t f = (fills >> (8u * j)) & 0xffu;
             kl__mbar_wait(b_full + 8u * j, f & 1u);
             fills += 1u << (8u * j);
@@ -410,7 +396,7 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
         kl__wgmma_fence_operand(acc);
         if (held_ab) {
             /* Slot j's group is done with it in this run: release it for the next group's B. */
-            if (elected && b_last_use(w, u)) kl__mbar_arrive(b_empty + 8u * j);
+            if (elected && b_last_use(w.u, w.stop)) kl__mbar_arrive(b_empty + 8u * j);
         } else if (ktiles > 0u && elected) {
             kl__mbar_arrive(empty + 8u * prev);
         }
