@@ -227,7 +227,7 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
     const uint32_t ntn = (n_g + (uint32_t)BN - 1u) / (uint32_t)BN, ntm = (m + (uint32_t)BM - 1u) / (uint32_t)BM;
     const uint32_t total = ntn * ntm * g, ktiles = (k_g + (uint32_t)BK - 1u) / (uint32_t)BK;
     const Plan plan = plan_of(ntn, ktiles);
-    const bool held = plan.path != Path::kRing, held_a = plan.path == Path::kHeldAB; /* A is held (else B) */
+    const bool held = plan.path != Path::kRing, held_ab = plan.path == Path::kHeldAB; /* held A and B (else B alone) */
 
     const uint32_t tid = threadIdx.x, wg = tid >> 7;
     /* The swizzle pattern repeats every 1024 bytes of address: stages start on such a boundary. */
@@ -239,7 +239,6 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
     const uint32_t full = sbase + OFF_BAR, empty = full + 8u * plan.nst;
     const uint32_t held_full = empty + 8u * plan.nst, held_empty = held_full + 16u;
     const uint32_t b_full = held_empty + 16u, b_empty = b_full + 8u * HELD_AB_N; /* held A and B */
-    const bool held_ab = plan.path == Path::kHeldAB;
     const uint32_t b_slots = ring + 2u * plan.hbuf; /* held A and B: slot j holds n tile j's B */
     /* Held A and B: tile u is its group's first use of B slot j in this
      * block's run when no tile ntn before it is of the group (first: the
@@ -292,7 +291,7 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
                 const uint32_t dst = ring + h * plan.hbuf;
                 for (uint32_t kt = 0; kt < ktiles; ++kt) {
                     const int32_t k0 = (int32_t)(kt * (uint32_t)BK);
-                    if (held_a)
+                    if (held_ab) /* A's strip (B's slots below) */
                         kl__tma_load_3d(dst + kt * OPERAND, &a_map, k0, (int32_t)t.gi, (int32_t)t.m0, held_full + 8u * h);
                     else
                         kl__tma_load_3d(dst + kt * OPERAND, &b_map, k0, (int32_t)t.n0, (int32_t)t.gi, held_full + 8u * h);
