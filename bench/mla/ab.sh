@@ -2,8 +2,7 @@
 # bench/mla/ab.sh [OUT [DEFINE...]] -- grouped_gemm_tma alone for sm_90a with
 # the bench-only defines DEFINE (default OUT: .gpu/bench/mla/ab.cubin;
 # default DEFINE: GROUPED_GEMM_TMA_NO_HELD, every shape on the 6-stage ring
-# as before the held paths; GROUPED_GEMM_TMA_GCHUNK=N: the ring's tile order in chunks
-# of N groups; kernels/mla_prefill/grouped_gemm_tma.cu), for
+# as before the held paths; kernels/mla_prefill/grouped_gemm_tma.cu), for
 # `mla_bench --ab OUT` on the H200: a same-run A/B of this build's kernel
 # against the variant's. The flags of //kernels:mla_prefill's sm_90a
 # compile (variant deepseek_v4_flash) plus the defines (as

@@ -168,11 +168,7 @@ struct Tile {
  * groups: C's rows (all groups side by side) and A's are written and read
  * in runs of GCHUNK x n_g (or k_g) elements, not one group's 128 or 512,
  * while B's working set stays GCHUNK groups (2-8 MiB) for L2 to keep. */
-#ifdef GROUPED_GEMM_TMA_GCHUNK /* bench/mla/ab.sh builds only: another chunk for an A/B */
-constexpr uint32_t GCHUNK = GROUPED_GEMM_TMA_GCHUNK;
-#else
 constexpr uint32_t GCHUNK = 16;
-#endif
 
 __device__ __forceinline__ Tile tile_at(uint32_t u, uint32_t ntn, uint32_t ntm, uint32_t g) {
     Tile t;
