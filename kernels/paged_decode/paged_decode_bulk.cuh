@@ -44,7 +44,8 @@
  * producer's arrive.expect_tx; phase k / NSLOT) and empty (count 1: lane 0
  * of the consuming warp once its lanes have read the tile into registers,
  * after __syncwarp); the producer waits on empty with the opposite parity
- * before it refills a slot (a fresh barrier passes that wait at once).
+ * before it refills a slot (a fresh barrier passes that wait at once),
+ * then fences the async proxy behind the readers' generic reads.
  *
  * CONSUMER READS (ld.shared.v4, a quarter-warp of 8 lanes a wavefront):
  * lane (g, t) reads K rows g, g + 8 and V rows 2t, 2t + 1, 2t + 8, 2t + 9
@@ -370,6 +371,16 @@ static __device__ __forceinline__ void paged_decode__bulk_produce_path(
             const uint32_t sbase = ring + slot * R::SLOT;
 
             kl__mbar_wait(empty, (uint32_t)((k / R::NSLOT) & 1u) ^ 1u); /* the slot's last reader is done */
+            /* The readers read the slot through the generic proxy and the
+             * copy below writes it through the async proxy: without a proxy
+             * fence between them (PTX ISA, memory consistency model: proxy
+             * fences) the copy's bytes may land before those reads are done.
+             * Seen on the H100: a one-block _tma launch right after a
+             * 132-block one (its tiles L2 hits, refilled within a few
+             * hundred cycles) computed whole units from the next tiles'
+             * bytes in 18 of 200 launches; with this fence 0 of 200
+             * (paged_decode_test's PersistentBulkOneBlockRefillsNoSlotBeforeItIsRead). */
+            if constexpr (ENGINE) kl__fence_proxy_async_shared();
             if constexpr (TMAP) {
                 /* The 16 rows whole, positions outside the window too: the
                  * consumers mask them (their bytes may be anything). */

@@ -35,10 +35,15 @@
 // (odd head_dim, odd cache_stride, cache pointers off alignment).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <random>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "klaunch/paged_decode.h"
@@ -554,6 +559,114 @@ TEST_F(PagedDecodeTest, Fp8GqaInterleavedAndOffAlignmentCache) {
             c.seed = seed++;
             run_case(kind, width, c);
         }
+}
+
+// A slot refilled before its readers were done: the copy engine's bytes
+// (async proxy) overtook the consumers' ld.shared reads (generic proxy) of
+// the tile before, so a unit was computed from the next tiles' bytes (seen
+// on the H100 in paged_decode_persist_bf16_gqa_tma at one block, 18 launches
+// of 200 here; docs/PERFORMANCE.md, 2026-12-06; fixed by the producer's
+// proxy fence, paged_decode_bulk.cuh). What exposes it: the refills must
+// land fast, so a 132-block launch first brings the cache into L2; then
+// the one-block launch, whose 16-slot ring is refilled all through its
+// short units. q is rewritten between the two (q_a for the first, q_b for
+// the second, and the other way round in the next pair), so the second
+// must also read the q it was given. 40 pairs a launcher, both copy kinds.
+TEST_F(PagedDecodeTest, PersistentBulkOneBlockRefillsNoSlotBeforeItIsRead) {
+    Case c;
+    c.num_kv_heads = 3;
+    c.num_q_heads = 24;
+    c.block_size = 16;
+    c.seq_lens = lengths_around(16, {35, 211});
+    c.seed = 1020;
+    const Problem pa = paged_decode_problem::build(false, c);
+    // The same cache and tables with other queries.
+    Problem pb = pa;
+    {
+        std::mt19937 gen(77u);
+        std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+        for (size_t i = 0; i < pb.q_bits.size(); i++) {
+            pb.q_bits[i] = kl_test::float_to_bf16(unit(gen));
+            pb.q[i] = kl_test::bf16_to_float(pb.q_bits[i]);
+        }
+    }
+    const std::vector<double> ref_a = paged_decode_problem::reference(pa), ref_b = paged_decode_problem::reference(pb);
+    const Shape &g = pa.g;
+    const kl_module *mod = module_for(8);
+    DeviceBuffer<kl_bf16> q(pa.q_bits), kc(pa.k_bf16), vc(pa.v_bf16);
+    DeviceBuffer<int32_t> tables(pa.tables), lens(pa.lens);
+    const size_t n_out = static_cast<size_t>(g.num_seqs) * g.num_q_heads * g.head_dim;
+    DeviceBuffer<kl_bf16> out(kGuard + n_out + kGuard);
+    const uint64_t ws_bytes = kl_paged_decode_persist_workspace_bytes(8u, g.head_dim, 132u);
+    const uint64_t nc = kl_paged_decode_persist_counter_words(g.num_seqs, g.num_kv_heads);
+    DeviceBuffer<float> ws(ws_bytes / 4);
+    DeviceBuffer<uint32_t> counters(std::vector<uint32_t>(nc, 0u));
+    const float inv = static_cast<float>(g.inv_sqrt_d);
+
+    for (Kind kind : {Kind::kBf16PersistTma, Kind::kBf16PersistBulk}) {
+        SCOPED_TRACE(kind_name(kind));
+        kl_kernel k;
+        const bool tma = kind == Kind::kBf16PersistTma;
+        if (!bulk_loads(tma ? kl_paged_decode_persist_bf16_gqa_tma_get(&k, mod)
+                            : kl_paged_decode_persist_bf16_gqa_bulk_get(&k, mod),
+                        kind))
+            return;
+        kl_tensor_map km, vm;
+        if (tma) {
+            for (auto [map, cache] : {std::pair{&km, kc.get()}, std::pair{&vm, vc.get()}})
+                KL_ASSERT_OK(kl_paged_decode_persist_bf16_gqa_tma_k_map_encode(
+                    &k, map, cache, g.head_dim, g.num_kv_heads, g.block_size, pa.num_blocks, g.head_dim,
+                    uint64_t{g.num_kv_heads} * g.head_dim, pa.block_elems));
+        }
+        auto launch = [&](uint32_t ctas) {
+            out.poison();
+            ws.poison();
+            if (tma)
+                KL_ASSERT_OK(kl_paged_decode_persist_bf16_gqa_tma(
+                    &k, q.get(), &km, &vm, out.get() + kGuard, tables.get(), lens.get(), g.max_blocks_per_seq,
+                    g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv, g.q_stride,
+                    g.sliding_window, ws.get(), counters.get(), ctas, ws_bytes, nc, nullptr));
+            else
+                KL_ASSERT_OK(kl_paged_decode_persist_bf16_gqa_bulk(
+                    &k, q.get(), kc.get(), vc.get(), out.get() + kGuard, tables.get(), lens.get(),
+                    g.max_blocks_per_seq, g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv,
+                    g.q_stride, g.sliding_window, ws.get(), counters.get(), ctas, ws_bytes, nc, nullptr));
+            kl_test::synchronize();
+        };
+        // Each pair's one-block output, element by element as check_output
+        // judges it; the wrong ones named by (sequence, query head).
+        std::string bad;
+        int bad_pairs = 0;
+        for (int i = 0; i < 40; i++) {
+            const bool b_last = i % 2 == 0;
+            const Problem &p = b_last ? pb : pa;
+            const std::vector<double> &ref = b_last ? ref_b : ref_a;
+            q.upload((b_last ? pa : pb).q_bits);
+            launch(132u);
+            q.upload(p.q_bits);
+            launch(1u);
+            const std::vector<kl_bf16> all = out.download();
+            double ref_max = 0.0;
+            for (double r : ref) ref_max = std::max(ref_max, std::fabs(r));
+            std::set<std::pair<uint32_t, uint32_t>> heads;
+            size_t wrong = 0;
+            for (size_t e = 0; e < n_out; e++) {
+                const double got = kl_test::bf16_to_float(all[kGuard + e]);
+                if (std::isfinite(got) && std::fabs(got - ref[e]) <= 1e-3 * ref_max + 1e-2 * std::fabs(ref[e])) continue;
+                wrong++;
+                heads.insert({static_cast<uint32_t>(e / (g.num_q_heads * g.head_dim)),
+                              static_cast<uint32_t>(e / g.head_dim % g.num_q_heads)});
+            }
+            for (size_t e = 0; e < kGuard; e++)
+                wrong += (all[e].bits != kPoisonBf16) + (all[kGuard + n_out + e].bits != kPoisonBf16);
+            if (wrong == 0) continue;
+            bad_pairs++;
+            bad += "\n  pair " + std::to_string(i) + ": " + std::to_string(wrong) + " outputs wrong, (sequence, head):";
+            for (const auto &h : heads) bad += " (" + std::to_string(h.first) + ", " + std::to_string(h.second) + ")";
+        }
+        EXPECT_EQ(bad_pairs, 0) << "one-block launches that did not match the reference of the q they were given:"
+                                << bad;
+    }
 }
 
 // ---- every kernel: a long sequence, large scores ----------------------------------
