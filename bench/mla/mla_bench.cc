@@ -2,6 +2,7 @@
 // copy bandwidth.
 //
 //   mla_bench [--json FILE] [--runs N] [--quick] [--only NAME,NAME...] [--ab CUBIN]
+//             [--gemm-ctas N,N...]
 //
 // Every time is CUDA events (cuEventRecord on the legacy stream) around one
 // launch, runs queued back to back, the median of N (default 30; 5 for the
@@ -53,6 +54,8 @@
 // kernel with bench-only defines) beside this build's in the gemm_tma rows,
 // checked against the mma kernel, then timed in alternating rounds: rows
 // gemm_tma*_ab_a, _ab_b and the median B / A (> 1: this build is faster).
+// --gemm-ctas N,N...: the gemm_tma rows also at these grids (rows
+// gemm_tma*_<N>), beside the rule's (kl_grouped_gemm_tma_ctas) and the SM count.
 #define KLAUNCH_IMPLEMENTATION
 #include "klaunch/cuda_backend.h"
 #include "klaunch/mla_prefill.h"
@@ -132,6 +135,9 @@ int g_runs = 30;
 // beside this build's in the gemm_tma rows (B; null: no A/B).
 const kl_module *g_ab_module = nullptr;
 std::string g_ab_path;
+
+// --gemm-ctas: more grids for the gemm_tma rows.
+std::vector<uint32_t> g_gemm_ctas;
 
 // ---- results -----------------------------------------------------------------------
 
@@ -399,7 +405,7 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
     kl_kernel k, ref;
     if (!get_or_note(kl_grouped_gemm_tma_get, &k, &g_mod.v576, name.c_str())) return;
     ok(kl_grouped_gemm_mma_get(&ref, &g_mod.v576), "kl_grouped_gemm_mma_get");
-    const uint32_t ctas = kl_grouped_gemm_tma_ctas(m, g, ng, sm_count());
+    const uint32_t ctas = kl_grouped_gemm_tma_ctas(m, g, kg, ng, sm_count());
     const size_t a_bytes = size_t{m} * g * kg * 2, b_bytes = size_t{g} * ng * kg * 2, c_bytes = size_t{m} * g * ng * 2;
     const size_t nsets = rotation(a_bytes + b_bytes);
     std::vector<Buf> a, b;
@@ -439,6 +445,7 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
     };
     run_at(ctas, name, "kl_grouped_gemm_tma_ctas");
     run_at(sm_count(), name + "_sms", "the SM count");
+    for (uint32_t n : g_gemm_ctas) run_at(n, name + "_" + std::to_string(n), "--gemm-ctas");
     if (g_ab_module == nullptr) return;
 
     // --ab: B's kernel, checked against the same mma reference, then
@@ -620,8 +627,17 @@ int main(int argc, char **argv) {
             std::string w;
             while (std::getline(list, w, ','))
                 if (!w.empty()) only.push_back(w);
+        } else if (a == "--gemm-ctas" && i + 1 < argc) {
+            std::stringstream list(argv[++i]);
+            std::string w;
+            while (std::getline(list, w, ',')) {
+                const long n = std::atol(w.c_str());
+                if (n < 1 || n > 65535) die("--gemm-ctas: each grid is 1 to 65535 blocks");
+                g_gemm_ctas.push_back(static_cast<uint32_t>(n));
+            }
         } else
-            die("usage: mla_bench [--json FILE] [--runs N] [--quick] [--only NAME,NAME...] [--ab CUBIN]");
+            die("usage: mla_bench [--json FILE] [--runs N] [--quick] [--only NAME,NAME...] [--ab CUBIN] "
+                "[--gemm-ctas N,N...]");
     }
     auto want = [&only](const char *name) {
         if (only.empty()) return true;

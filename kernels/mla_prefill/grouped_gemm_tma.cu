@@ -137,6 +137,9 @@ struct Plan {
     uint32_t hbuf;  /* bytes of one held buffer (the streamed stages follow the held buffers) */
 };
 constexpr uint32_t HELD_AB_N = 4; /* n tiles (B slots) the held A and B path takes */
+/* The held paths' shapes are also kl_grouped_gemm_tma_holds's
+ * (include/klaunch/mla_prefill_grid.h: the grid gives them whole groups);
+ * change both together. */
 __device__ __forceinline__ Plan plan_of(uint32_t ntn, uint32_t ktiles) {
 #ifndef GROUPED_GEMM_TMA_NO_HELD /* bench/mla/ab.sh's B build: every shape on the 6-stage ring */
     if (ntn >= 2u && ntn <= HELD_AB_N && ktiles >= 1u && ktiles <= HELD_A_K)
