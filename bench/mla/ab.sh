@@ -7,6 +7,8 @@
 # against the variant's. The flags of //kernels:mla_prefill's sm_90a
 # compile (variant deepseek_v4_flash) plus the defines (as
 # bench/decode/ab.sh); never part of the library or its fatbins.
+# GROUPED_GEMM_TMA_TRACE makes a trace build: mla_bench --ab then also
+# prints the blocks' ends (the per-SM spread of a persistent grid).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 out=${1:-.gpu/bench/mla/ab.cubin}

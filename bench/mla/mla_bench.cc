@@ -54,6 +54,8 @@
 // kernel with bench-only defines) beside this build's in the gemm_tma rows,
 // checked against the mma kernel, then timed in alternating rounds: rows
 // gemm_tma*_ab_a, _ab_b and the median B / A (> 1: this build is faster).
+// With a trace build as CUBIN (ab.sh OUT GROUPED_GEMM_TMA_TRACE) also the
+// blocks' ends: rows gemm_tma*_trace_end_p50, _max.
 // --gemm-ctas N,N...: the gemm_tma rows also at these grids (rows
 // gemm_tma*_<N>), beside the rule's (kl_grouped_gemm_tma_ctas) and the SM count.
 #define KLAUNCH_IMPLEMENTATION
@@ -489,6 +491,64 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
                 *std::min_element(ratio.begin(), ratio.end()), *std::max_element(ratio.begin(), ratio.end()));
     // In the JSON as a row whose "us" is the ratio (no FLOPs, no bytes).
     g_results.push_back({name + "_ab_b_over_a", "B's median time over A's (rounds' median)", median(ratio), 0, 0});
+
+    // A trace build as B (ab.sh ... GROUPED_GEMM_TMA_TRACE): the blocks' ends
+    // (both consumers' last stores complete) after the earliest entry, over
+    // kTraceRuns launches: their p10 / p50 / p90 / max, and the SMs whose
+    // blocks end earliest and latest on average.
+    typedef int (*GetGlobalFn)(unsigned long long *, size_t *, void *, const char *);
+    unsigned long long dptr = 0;
+    size_t dbytes = 0;
+    if (symbol<GetGlobalFn>("cuModuleGetGlobal_v2")(&dptr, &dbytes, g_ab_module->handle, "grouped_gemm_tma__trace") != 0)
+        return;
+    constexpr int kTraceRuns = 10;
+    void *trace = reinterpret_cast<void *>(static_cast<uintptr_t>(dptr));
+    const size_t nwords = dbytes / 8;
+    std::vector<uint64_t> zeros(nwords, 0), words(nwords);
+    std::vector<double> q10, q50, q90, qmax, first_entry_spread;
+    std::vector<double> sm_end(1024, 0.0);
+    std::vector<int> sm_n(1024, 0);
+    const uint32_t nb = std::min<uint32_t>(ctas, static_cast<uint32_t>(nwords / 4));
+    for (int run = 0; run < kTraceRuns; run++) {
+        ok(kl_cuda_memcpy_htod(&g_cuda, trace, zeros.data(), dbytes), "--ab: zeroing the trace");
+        ok(kl_grouped_gemm_tma(&kb, &am[run % nsets], &bm[run % nsets], &cm, m, g, kg, ng, ctas, nullptr), "--ab trace");
+        ok(kl_cuda_synchronize(&g_cuda), "--ab trace");
+        ok(kl_cuda_memcpy_dtoh(&g_cuda, words.data(), trace, dbytes), "--ab: reading the trace");
+        uint64_t t0 = UINT64_MAX, t0max = 0;
+        for (uint32_t b = 0; b < nb; b++)
+            if (words[4 * b] != 0) t0 = std::min(t0, words[4 * b]), t0max = std::max(t0max, words[4 * b]);
+        std::vector<double> ends;
+        for (uint32_t b = 0; b < nb; b++) {
+            const uint64_t e = std::max(words[4 * b + 1], words[4 * b + 2]), sm = words[4 * b + 3];
+            if (words[4 * b] == 0 || e == 0) continue;
+            ends.push_back((e - t0) * 1e-3);
+            if (sm != 0 && sm <= sm_end.size()) sm_end[sm - 1] += ends.back(), sm_n[sm - 1]++;
+        }
+        if (ends.empty()) die("--ab: the trace build stamped nothing");
+        std::sort(ends.begin(), ends.end());
+        q10.push_back(ends[ends.size() / 10]);
+        q50.push_back(ends[ends.size() / 2]);
+        q90.push_back(ends[ends.size() * 9 / 10]);
+        qmax.push_back(ends.back());
+        first_entry_spread.push_back((t0max - t0) * 1e-3);
+    }
+    std::printf("  %-20s blocks' ends (us after the first entry; medians of %d launches): p10 %.1f, p50 %.1f, p90 "
+                "%.1f, max %.1f; entries within %.1f\n",
+                (name + "_trace").c_str(), kTraceRuns, median(q10), median(q50), median(q90), median(qmax),
+                median(first_entry_spread));
+    std::vector<std::pair<double, int>> by_sm;
+    for (size_t i = 0; i < sm_end.size(); i++)
+        if (sm_n[i] > 0) by_sm.push_back({sm_end[i] / sm_n[i], static_cast<int>(i)});
+    std::sort(by_sm.begin(), by_sm.end());
+    std::printf("  %-20s earliest SMs:", (name + "_trace").c_str());
+    for (size_t i = 0; i < std::min<size_t>(6, by_sm.size()); i++)
+        std::printf(" sm%d %.1f", by_sm[i].second, by_sm[i].first);
+    std::printf("; latest:");
+    for (size_t i = by_sm.size() > 6 ? by_sm.size() - 6 : 0; i < by_sm.size(); i++)
+        std::printf(" sm%d %.1f", by_sm[i].second, by_sm[i].first);
+    std::printf("\n");
+    g_results.push_back({name + "_trace_end_p50", "blocks' ends, median block", median(q50), 0, 0});
+    g_results.push_back({name + "_trace_end_max", "blocks' ends, latest block", median(qmax), 0, 0});
 }
 
 // The five data-movement launchers (deepseek_v4_flash shapes: 128 heads,

@@ -215,6 +215,25 @@ __device__ __forceinline__ uint64_t strip_of(Path path, const Tile &t) {
 
 }  // namespace grouped_gemm_tma_
 
+/* GROUPED_GEMM_TMA_TRACE (bench/mla/ab.sh's build only, never the
+ * library's): block b stamps the global timer (ns) at entry
+ * ([4 b]) and where each consumer warpgroup's last store has completed
+ * ([4 b + 1 + wg]), and its SM ([4 b + 3]: 1 + %smid); mla_bench --ab with
+ * such a build prints the blocks' ends (docs/PERFORMANCE.md). */
+#ifdef GROUPED_GEMM_TMA_TRACE
+__device__ unsigned long long grouped_gemm_tma__trace[4 * 1024];
+#define GROUPED_GEMM_TMA__STAMP(i)                                                       \
+    do {                                                                                 \
+        unsigned long long t_;                                                           \
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                           \
+        if (blockIdx.x < 1024u) grouped_gemm_tma__trace[4u * blockIdx.x + (i)] = t_;     \
+    } while (0)
+#else
+#define GROUPED_GEMM_TMA__STAMP(i) \
+    do {                           \
+    } while (0)
+#endif
+
 extern "C" __global__ void __launch_bounds__(KL_THREADS_grouped_gemm_tma, 1)
 grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KL_EMULATOR)
@@ -229,6 +248,14 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
     const bool held = plan.path != Path::kRing, held_ab = plan.path == Path::kHeldAB; /* held A and B (else B alone) */
 
     const uint32_t tid = threadIdx.x, wg = tid >> 7;
+    if (tid == 0u) GROUPED_GEMM_TMA__STAMP(0);
+#ifdef GROUPED_GEMM_TMA_TRACE
+    if (tid == 0u && blockIdx.x < 1024u) {
+        uint32_t sm_;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm_));
+        grouped_gemm_tma__trace[4u * blockIdx.x + 3u] = 1u + sm_;
+    }
+#endif
     /* The swizzle pattern repeats every 1024 bytes of address: stages start on such a boundary. */
     const uint32_t sbase = (kl__mma_smem_addr(grouped_gemm_tma__smem) + 1023u) & ~1023u;
     const uint32_t ring = sbase + OFF_S, streamed = ring + plan.nheld * plan.hbuf;
@@ -424,6 +451,7 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
         }
     }
     if (tw == 0u) kl__bulk_wait_group<0>(); /* the block's shared memory outlives its stores */
+    if (tw == 0u) GROUPED_GEMM_TMA__STAMP(1u + wg);
 #else
     /* No wgmma on this target: kl_grouped_gemm_tma_get refuses such a module (arch: sm_90a). */
     __trap();
