@@ -12,7 +12,12 @@ read from every sm_90 cubin the build makes (both variants).
   cp.async.bulk.tensor, UTMALDG, and no row copies) and mbarrier operations
   (SYNCS) in their producer warp's loops, and their consumers' loop reads the ring
   with LDS.128 and runs HMMA, no per-element FFMA, no global cache loads,
-  and (fp8) the packed E4M3 cvt.
+  and (fp8) the packed E4M3 cvt;
+- their producers fence the async proxy (FENCE.VIEW.ASYNC.S) between
+  waiting on a slot's `empty` barrier (SYNCS.PHASECHK) and the copy that
+  refills it: without it the copy's bytes overtook the consumers' reads on
+  the H100 (paged_decode_test's
+  PersistentBulkOneBlockRefillsNoSlotBeforeItIsRead).
 
 Needs cuobjdump (PyPI nvidia-cuda-cuobjdump, or the CUDA toolkit's): found
 on PATH, in $CUDA_PATH/bin, /usr/local/cuda/bin, or a venv named by
@@ -138,6 +143,32 @@ class DecodeSass(unittest.TestCase):
             self.assertLess(r["ffma"], 8, "%s %s: per-element FFMA in the ring loop" % (cubin, name))
             if "fp8" in name:
                 self.assertGreater(r["fp8_packed_cvt"], 0, "%s %s: no packed E4M3 cvt in the ring loop" % (cubin, name))
+        self.assertEqual(seen, 8 * len(self.funcs_90a), "want 4 *_gqa_bulk and 4 *_gqa_tma kernels per sm_90a cubin")
+
+    def test_bulk_producers_fence_the_async_proxy_before_each_refill(self):
+        # In address order, the nearest barrier wait or proxy fence before
+        # every copy must be the fence (the waits' retry loops sit at the
+        # function's end and return to just after the wait).
+        seen = 0
+        for cubin, name, ins in self.each(lambda n: n.endswith(("_gqa_bulk", "_gqa_tma")), self.funcs_90a):
+            ordered = sorted(ins)
+            copies = 0
+            for i, (addr, text) in enumerate(ordered):
+                if not sass_count.opcode(text).startswith(("UBLKCP", "UTMALDG")):
+                    continue
+                copies += 1
+                before = None
+                for _, t in reversed(ordered[:i]):
+                    op = sass_count.opcode(t)
+                    if op.startswith(("FENCE.VIEW.ASYNC", "SYNCS.PHASECHK")):
+                        before = op
+                        break
+                self.assertIsNotNone(before, "%s %s: a copy at %#x with no barrier wait before it" % (cubin, name, addr))
+                self.assertTrue(before.startswith("FENCE.VIEW.ASYNC"),
+                                "%s %s: the copy at %#x follows a barrier wait (%s) with no proxy fence between"
+                                % (cubin, name, addr, before))
+            self.assertGreater(copies, 0, "%s %s: no copy found" % (cubin, name))
+            seen += 1
         self.assertEqual(seen, 8 * len(self.funcs_90a), "want 4 *_gqa_bulk and 4 *_gqa_tma kernels per sm_90a cubin")
 
 
