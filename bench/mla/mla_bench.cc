@@ -506,7 +506,7 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
     const size_t nwords = dbytes / 8;
     std::vector<uint64_t> zeros(nwords, 0), words(nwords);
     std::vector<double> q10, q50, q90, qmax, first_entry_spread;
-    std::vector<double> sm_end(1024, 0.0);
+    std::vector<double> sm_end(1024, 0.0), block_end(1024, 0.0);
     std::vector<int> sm_n(1024, 0);
     const uint32_t nb = std::min<uint32_t>(ctas, static_cast<uint32_t>(nwords / 4));
     for (int run = 0; run < kTraceRuns; run++) {
@@ -523,6 +523,7 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
             if (words[4 * b] == 0 || e == 0) continue;
             ends.push_back((e - t0) * 1e-3);
             if (sm != 0 && sm <= sm_end.size()) sm_end[sm - 1] += ends.back(), sm_n[sm - 1]++;
+            block_end[b] += ends.back() / kTraceRuns;
         }
         if (ends.empty()) die("--ab: the trace build stamped nothing");
         std::sort(ends.begin(), ends.end());
@@ -546,6 +547,16 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
     std::printf("; latest:");
     for (size_t i = by_sm.size() > 6 ? by_sm.size() - 6 : 0; i < by_sm.size(); i++)
         std::printf(" sm%d %.1f", by_sm[i].second, by_sm[i].first);
+    std::printf("\n");
+    std::vector<std::pair<double, int>> by_block;
+    for (uint32_t b = 0; b < nb; b++) by_block.push_back({block_end[b], static_cast<int>(b)});
+    std::sort(by_block.begin(), by_block.end());
+    std::printf("  %-20s earliest blocks:", (name + "_trace").c_str());
+    for (size_t i = 0; i < std::min<size_t>(8, by_block.size()); i++)
+        std::printf(" b%d %.1f", by_block[i].second, by_block[i].first);
+    std::printf("; latest:");
+    for (size_t i = by_block.size() > 8 ? by_block.size() - 8 : 0; i < by_block.size(); i++)
+        std::printf(" b%d %.1f", by_block[i].second, by_block[i].first);
     std::printf("\n");
     g_results.push_back({name + "_trace_end_p50", "blocks' ends, median block", median(q50), 0, 0});
     g_results.push_back({name + "_trace_end_max", "blocks' ends, latest block", median(qmax), 0, 0});

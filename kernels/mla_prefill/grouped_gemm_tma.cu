@@ -203,6 +203,9 @@ struct Walk {
 };
 __device__ __forceinline__ Walk walk_of(Path path, uint32_t total, uint32_t b, uint32_t nb) {
     if (path == Path::kRing) return Walk{b, total, nb};
+#ifdef GROUPED_GEMM_TMA_ROTATE /* bench/mla/ab.sh's trace builds only: block b takes run b + ROTATE */
+    b = (b + (uint32_t)(GROUPED_GEMM_TMA_ROTATE)) % nb;
+#endif
     return Walk{(uint32_t)((uint64_t)b * total / nb), (uint32_t)((uint64_t)(b + 1u) * total / nb), 1u};
 }
 __device__ __forceinline__ Tile tile_of(Path path, uint32_t u, uint32_t ntn, uint32_t ntm, uint32_t g) {
