@@ -30,6 +30,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "klaunch/cuda_backend.h"
@@ -138,6 +139,20 @@ void load_image(const std::string &path, const char *what, std::vector<uint64_t>
     image->assign((bytes.size() + 7) / 8, 0u);
     std::memcpy(image->data(), bytes.data(), bytes.size());
     ok(kl_module_load(&g_cuda.base, image->data(), bytes.size(), mod), std::string(what) + ": loading " + path);
+}
+
+// ---- traces -------------------------------------------------------------------------
+
+// Prints " earliest: <tag><id> <value> ...; latest: ..." for the n smallest
+// and n largest (value, id) pairs (e.g. mean end by SM of a trace build).
+void print_extremes(std::vector<std::pair<double, int>> v, size_t n, const char *tag) {
+    std::sort(v.begin(), v.end());
+    std::printf(" earliest:");
+    for (size_t i = 0; i < std::min(n, v.size()); i++) std::printf(" %s%d %.1f", tag, v[i].second, v[i].first);
+    std::printf("; latest:");
+    for (size_t i = v.size() > n ? v.size() - n : 0; i < v.size(); i++)
+        std::printf(" %s%d %.1f", tag, v[i].second, v[i].first);
+    std::printf("\n");
 }
 
 // ---- timing ------------------------------------------------------------------------

@@ -752,18 +752,12 @@ void trace_timelines(const char *path) {
             std::printf("trace     %s: %u blocks at work, %u pieces; event %.1f us, first entry to last end %.1f us\n",
                         c.key, active, pieces, median(event_us), median(span_us));
             if (!end_p10.empty()) {
-                std::vector<std::pair<double, uint32_t>> by_sm;
+                std::vector<std::pair<double, int>> by_sm;
                 for (uint32_t sm = 0; sm < sm_end.size(); sm++)
-                    if (sm_n[sm] != 0) by_sm.push_back({sm_end[sm] / sm_n[sm], sm});
-                std::sort(by_sm.begin(), by_sm.end());
-                std::printf("          ends: p10 %.2f us, p90 %.2f us; mean end by SM, earliest:", median(end_p10),
+                    if (sm_n[sm] != 0) by_sm.push_back({sm_end[sm] / sm_n[sm], static_cast<int>(sm)});
+                std::printf("          ends: p10 %.2f us, p90 %.2f us; mean end by SM,", median(end_p10),
                             median(end_p90));
-                for (size_t i = 0; i < std::min<size_t>(6, by_sm.size()); i++)
-                    std::printf(" sm%u %.1f", by_sm[i].second, by_sm[i].first);
-                std::printf("; latest:");
-                for (size_t i = by_sm.size() > 6 ? by_sm.size() - 6 : 0; i < by_sm.size(); i++)
-                    std::printf(" sm%u %.1f", by_sm[i].second, by_sm[i].first);
-                std::printf("\n");
+                print_extremes(by_sm, 6, "sm");
                 json_num(k + "_end_p10_us", median(end_p10));
                 json_num(k + "_end_p90_us", median(end_p90));
             }

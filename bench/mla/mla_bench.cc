@@ -537,27 +537,14 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
                 "%.1f, max %.1f; entries within %.1f\n",
                 (name + "_trace").c_str(), kTraceRuns, median(q10), median(q50), median(q90), median(qmax),
                 median(first_entry_spread));
-    std::vector<std::pair<double, int>> by_sm;
+    std::vector<std::pair<double, int>> by_sm, by_block;
     for (size_t i = 0; i < sm_end.size(); i++)
         if (sm_n[i] > 0) by_sm.push_back({sm_end[i] / sm_n[i], static_cast<int>(i)});
-    std::sort(by_sm.begin(), by_sm.end());
-    std::printf("  %-20s earliest SMs:", (name + "_trace").c_str());
-    for (size_t i = 0; i < std::min<size_t>(6, by_sm.size()); i++)
-        std::printf(" sm%d %.1f", by_sm[i].second, by_sm[i].first);
-    std::printf("; latest:");
-    for (size_t i = by_sm.size() > 6 ? by_sm.size() - 6 : 0; i < by_sm.size(); i++)
-        std::printf(" sm%d %.1f", by_sm[i].second, by_sm[i].first);
-    std::printf("\n");
-    std::vector<std::pair<double, int>> by_block;
     for (uint32_t b = 0; b < nb; b++) by_block.push_back({block_end[b], static_cast<int>(b)});
-    std::sort(by_block.begin(), by_block.end());
-    std::printf("  %-20s earliest blocks:", (name + "_trace").c_str());
-    for (size_t i = 0; i < std::min<size_t>(8, by_block.size()); i++)
-        std::printf(" b%d %.1f", by_block[i].second, by_block[i].first);
-    std::printf("; latest:");
-    for (size_t i = by_block.size() > 8 ? by_block.size() - 8 : 0; i < by_block.size(); i++)
-        std::printf(" b%d %.1f", by_block[i].second, by_block[i].first);
-    std::printf("\n");
+    std::printf("  %-20s mean end by SM,", (name + "_trace").c_str());
+    print_extremes(by_sm, 6, "sm");
+    std::printf("  %-20s mean end by block,", (name + "_trace").c_str());
+    print_extremes(by_block, 8, "b");
     g_results.push_back({name + "_trace_end_p50", "blocks' ends, median block", median(q50), 0, 0});
     g_results.push_back({name + "_trace_end_max", "blocks' ends, latest block", median(qmax), 0, 0});
 }
