@@ -464,6 +464,19 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
     std::printf("  check: %s B (%s) vs mma GEMM, ||diff|| / ||mma|| = %.2e\n", name.c_str(), g_ab_path.c_str(), bdiff);
     if (!(bdiff < 1e-2)) die("--ab: B's grouped GEMM disagrees with the mma.sync one");
     ok(kl_grouped_gemm_tma_c_map_encode(&k, &cm, c.bf(), ng, g, m, ng, size_t{g} * ng), "c_map");
+    {   // The whole of C, A's against B's, bit for bit (the same products in
+        // the same order: a build that moves tiles between blocks must still
+        // compute each one once, as A does). B's C from the check above.
+        ok(kl_grouped_gemm_tma(&k, &am[0], &bm[0], &cm, m, g, kg, ng, ctas, nullptr), "--ab: A, whole C");
+        ok(kl_cuda_synchronize(&g_cuda), "--ab: A, whole C");
+        std::vector<unsigned char> ha(c_bytes), hb(c_bytes);
+        ok(kl_cuda_memcpy_dtoh(&g_cuda, ha.data(), c.p, c_bytes), "--ab: reading A's C");
+        ok(kl_cuda_memcpy_dtoh(&g_cuda, hb.data(), cb.p, c_bytes), "--ab: reading B's C");
+        size_t differ = 0;
+        for (size_t i = 0; i < c_bytes; i += 2) differ += std::memcmp(&ha[i], &hb[i], 2) != 0;
+        std::printf("  check: %s B's whole C against A's: %zu of %zu elements differ\n", name.c_str(), differ, c_bytes / 2);
+        if (differ != 0) die("--ab: B's C is not A's");
+    }
     auto time_one = [&](const kl_kernel *kk) {
         return median_us(
             [&](int run) {
