@@ -52,7 +52,8 @@
 // always runs: the ratios need it), to fit a short GPU lease.
 // --ab CUBIN: grouped_gemm_tma of another build (bench/mla/ab.sh: the same
 // kernel with bench-only defines) beside this build's in the gemm_tma rows,
-// checked against the mma kernel, then timed in alternating rounds: rows
+// checked against the mma kernel and its whole C against this build's (bit
+// for bit), then timed in alternating rounds: rows
 // gemm_tma*_ab_a, _ab_b and the median B / A (> 1: this build is faster).
 // With a trace build as CUBIN (ab.sh OUT GROUPED_GEMM_TMA_TRACE) also the
 // blocks' ends: rows gemm_tma*_trace_end_p50, _max.
