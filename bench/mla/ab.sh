@@ -8,7 +8,9 @@
 # compile (variant deepseek_v4_flash) plus the defines (as
 # bench/decode/ab.sh); never part of the library or its fatbins.
 # GROUPED_GEMM_TMA_TRACE makes a trace build: mla_bench --ab then also
-# prints the blocks' ends (the per-SM spread of a persistent grid).
+# prints the blocks' ends (the per-SM spread of a persistent grid);
+# GROUPED_GEMM_TMA_ROTATE=R beside it gives block b run b + R (is a late
+# block's lateness its SM's or its run's?).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 out=${1:-.gpu/bench/mla/ab.cubin}

@@ -508,8 +508,8 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
 
     // A trace build as B (ab.sh ... GROUPED_GEMM_TMA_TRACE): the blocks' ends
     // (both consumers' last stores complete) after the earliest entry, over
-    // kTraceRuns launches: their p10 / p50 / p90 / max, and the SMs whose
-    // blocks end earliest and latest on average.
+    // kTraceRuns launches: their p10 / p50 / p90 / max, and the SMs and the
+    // blocks that end earliest and latest on average.
     typedef int (*GetGlobalFn)(unsigned long long *, size_t *, void *, const char *);
     unsigned long long dptr = 0;
     size_t dbytes = 0;
