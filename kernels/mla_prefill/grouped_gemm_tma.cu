@@ -86,7 +86,7 @@
  *   - Shared memory: 6 x 32 KiB stages (or the held split of the same
  *     bytes) + 2 x 16 KiB staging + 256 bytes of mbarriers + 1 KiB
  *     alignment = 230656 bytes (of 232448). Registers: 64 accumulators and
- *     indices (107 a thread, of the 168 the block's 384 threads allow; no
+ *     indices (106 a thread, of the 168 the block's 384 threads allow; no
  *     setmaxnreg).
  *   Predicted and measured: docs/PERFORMANCE.md ("Hopper MLA prefill on the
  *   copy engine").
@@ -307,7 +307,9 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
         uint32_t c = 0;                             /* k-stages loaded by this block */
         uint32_t sh = 0;                            /* held: strips loaded */
         uint64_t strip = ~0ull;                     /* held: the last one */
-        uint32_t fills = 0; /* held A and B: byte j counts slot j's fills */
+        /* Held A and B, bit j of each: slot j filled before; the parity of its
+         * fills (a byte count of them carried into the next slot's past 255). */
+        uint32_t filled = 0, fill_par = 0;
         const Walk w0 = walk_of(plan.path, total, blockIdx.x, gridDim.x);
         for (Walk w = w0; w.u < w.stop; w.u += w.step) {
             const Tile t = tile_of(plan.path, w.u, ntn, ntm, g);
@@ -331,14 +333,15 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
             if (held_ab) {
                 /* This group's B of n tile j into slot j, once its last
                  * group's tiles are done with it; nothing streams. */
-                const uint32_t j = t.n0 / (uint32_t)BN, f = (fills >> (8u * j)) & 0xffu;
+                const uint32_t j = t.n0 / (uint32_t)BN, bit = 1u << j;
                 if (b_first_use(w.u, w0.u)) {
-                    if (f > 0u) kl__mbar_wait(b_empty + 8u * j, (f - 1u) & 1u);
+                    if (filled & bit) kl__mbar_wait(b_empty + 8u * j, ((fill_par >> j) & 1u) ^ 1u);
                     kl__mbar_arrive_expect_tx(b_full + 8u * j, ktiles * OPERAND);
                     for (uint32_t kt = 0; kt < ktiles; ++kt)
                         kl__tma_load_3d(b_slots + j * plan.hbuf + kt * OPERAND, &b_map, (int32_t)(kt * (uint32_t)BK),
                                         (int32_t)t.n0, (int32_t)t.gi, b_full + 8u * j);
-                    fills += 1u << (8u * j);
+                    filled |= bit;
+                    fill_par ^= bit;
                 }
                 continue;
             }
@@ -368,7 +371,7 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
     uint32_t c = 0;             /* k-stages consumed */
     uint32_t sh = 0;            /* held: strips begun */
     uint64_t strip = ~0ull;     /* held: the current one */
-    uint32_t fills = 0;         /* held A and B: byte j counts slot j's fills waited for */
+    uint32_t fill_par = 0;      /* held A and B: bit j, the parity of slot j's fills waited for */
     const Walk w0 = walk_of(plan.path, total, blockIdx.x, gridDim.x);
     for (Walk w = w0; w.u < w.stop; w.u += w.step) {
         const Tile t = tile_of(plan.path, w.u, ntn, ntm, g);
@@ -388,9 +391,8 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
         const uint32_t hb = held ? ring + ((sh - 1u) % plan.nheld) * plan.hbuf : 0u; /* this strip's held buffer */
         const uint32_t j = t.n0 / (uint32_t)BN; /* held A and B: the B slot */
         if (held_ab && b_first_use(w.u, w0.u)) {
-            const uint32_t f = (fills >> (8u * j)) & 0xffu;
-            kl__mbar_wait(b_full + 8u * j, f & 1u);
-            fills += 1u << (8u * j);
+            kl__mbar_wait(b_full + 8u * j, (fill_par >> j) & 1u);
+            fill_par ^= 1u << j;
         }
         uint32_t prev = 0;
         for (uint32_t kt = 0; kt < ktiles; ++kt, ++c) {

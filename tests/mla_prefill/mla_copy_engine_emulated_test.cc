@@ -154,6 +154,12 @@ TEST_P(MlaCopyEngineEmulated, GemmHeldABStripsSplitBetweenBlocks) { gemm(mod(), 
 // the B slots refilled at each of a run's groups, k_g 72 (the second k-step
 // zero-filled past 72), padded strides.
 TEST_P(MlaCopyEngineEmulated, GemmHeldABManyStripsABlock) { gemm(mod(), {520, 4, 72, 264, 8, 16, 2}, 69); }
+// One block over 257 groups (m 1, n_g 136: 2 tiles a group, 514 on the
+// block): each B slot is filled 257 times, past the 255 that the fill
+// counts' bytes once held before carrying into the next slot's.
+TEST_P(MlaCopyEngineEmulated, GemmHeldABOneBlockFillsASlotMoreThan255Times) {
+    gemm(mod(), {1, 257, 8, 136, 0, 0, 1}, 73);
+}
 // k_g <= 128 past 4 n tiles (n_g 648: 6, the last of 8 columns) takes the
 // ring: 2 groups, 2 m tiles, 24 tiles on 3 blocks.
 TEST_P(MlaCopyEngineEmulated, GemmShortKWideNTakesTheRing) { gemm(mod(), {130, 2, 64, 648, 0, 8, 3}, 72); }
