@@ -35,6 +35,11 @@
 //                   sm_90a) at the wgmma rows' shapes, one persistent block an
 //                   SM, tensor maps encoded once per input set outside the
 //                   timing; each checked against the mma.sync kernel first
+//   gemm_tma_gmn, gemm_tma_t_gmn
+//                   the same with A and C in torch.bmm's layout ([g, m, k],
+//                   [g, m, n]: only the maps' strides differ), C checked bit
+//                   for bit against the contract layout's
+//   fill            cuMemsetD32 of 1 GiB (--only fill): the write-only rate
 //   dm_*            the five data-movement launchers at sizes far past L2:
 //                   bytes = what the contract reads + writes, each once;
 //                   dm_*_wide: the wide twins (one block per 2048 elements)
@@ -57,6 +62,7 @@
 // gemm_tma*_ab_a, _ab_b and the median B / A (> 1: this build is faster).
 // With a trace build as CUBIN (ab.sh OUT GROUPED_GEMM_TMA_TRACE) also the
 // blocks' ends: rows gemm_tma*_trace_end_p50, _max.
+// --ab-ctas N: B at N blocks (A keeps kl_grouped_gemm_tma_ctas's grid).
 // --gemm-ctas N,N...: the gemm_tma rows also at these grids (rows
 // gemm_tma*_<N>), beside the rule's (kl_grouped_gemm_tma_ctas) and the SM count.
 #define KLAUNCH_IMPLEMENTATION
@@ -141,6 +147,7 @@ std::string g_ab_path;
 
 // --gemm-ctas: more grids for the gemm_tma rows.
 std::vector<uint32_t> g_gemm_ctas;
+uint32_t g_ab_ctas = 0;  // --ab-ctas: B's grid (default: A's, kl_grouped_gemm_tma_ctas)
 
 // ---- results -----------------------------------------------------------------------
 
@@ -201,6 +208,17 @@ void bench_copy() {
     const double us = median_us([&](int) { cu(g_drv.memcpy_dtod(b.addr(), a.addr(), bytes), "cuMemcpyDtoD"); },
                                 g_runs, 3);
     report("copy", "cuMemcpyDtoD 1 GiB", us, 0, 2.0 * bytes);
+}
+
+// The write-only rate (C's writes are 78% of the k 128 GEMM's bytes): cuMemsetD32 of 1 GiB.
+void bench_fill() {
+    typedef int (*MemsetD32Fn)(unsigned long long, unsigned int, size_t);
+    const auto memset_d32 = symbol<MemsetD32Fn>("cuMemsetD32_v2");
+    const size_t bytes = size_t{1} << 30;
+    Buf a(bytes);
+    const double us = median_us([&](int run) { cu(memset_d32(a.addr(), 0x3f803f80u + run, bytes / 4), "cuMemsetD32"); },
+                                g_runs, 3);
+    report("fill", "cuMemsetD32 1 GiB; bytes = write", us, 0, double(bytes));
 }
 
 double attn_flops(double heads, double s, double d_qk, double d_v) { return heads * s * (s + 1) / 2 * 2 * (d_qk + d_v); }
@@ -449,17 +467,71 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
     run_at(ctas, name, "kl_grouped_gemm_tma_ctas");
     run_at(sm_count(), name + "_sms", "the SM count");
     for (uint32_t n : g_gemm_ctas) run_at(n, name + "_" + std::to_string(n), "--gemm-ctas");
+    {   // `name`_gmn: the same kernel with A and C in torch.bmm's layout
+        // ([g, m, k] and [g, m, n], each group's rows contiguous: only the
+        // maps' strides differ), checked bit for bit against C above; what
+        // the contract's layout ([m, g, .], a row 256 B or 1 KiB of each
+        // group) costs against the bmm row.
+        typedef int (*Memcpy2DFn)(const void *);
+        struct Copy2D {  // CUDA_MEMCPY2D, device to device
+            size_t sx, sy; int smt; const void *sh; unsigned long long sd; void *sa; size_t sp;
+            size_t dx, dy; int dmt; void *dh; unsigned long long dd; void *da; size_t dp; size_t w, h;
+        };
+        static_assert(sizeof(Copy2D) == 128, "CUDA_MEMCPY2D's layout");
+        const auto memcpy2d = symbol<Memcpy2DFn>("cuMemcpy2D_v2");
+        auto regroup = [&](const Buf &src, Buf &dst, size_t row_elems, bool to_gmn) {
+            for (uint32_t gi = 0; gi < g; gi++) {  // [m, g, r] <-> [g, m, r]
+                Copy2D c2{};
+                c2.smt = c2.dmt = 2; /* CU_MEMORYTYPE_DEVICE */
+                const size_t mg = size_t{gi} * row_elems * 2, gm = size_t{gi} * m * row_elems * 2;
+                c2.sd = src.addr() + (to_gmn ? mg : gm), c2.sp = (to_gmn ? size_t{g} : 1) * row_elems * 2;
+                c2.dd = dst.addr() + (to_gmn ? gm : mg), c2.dp = (to_gmn ? 1 : size_t{g}) * row_elems * 2;
+                c2.w = row_elems * 2, c2.h = m;
+                cu(memcpy2d(&c2), "cuMemcpy2D (regroup)");
+            }
+        };
+        std::vector<Buf> ag;
+        std::vector<kl_tensor_map> agm(nsets);
+        for (size_t i = 0; i < nsets; i++) {
+            ag.emplace_back(a_bytes);
+            regroup(a[i], ag.back(), kg, true);
+            ok(kl_grouped_gemm_tma_a_map_encode(&k, &agm[i], ag[i].bf(), kg, g, m, size_t{m} * kg, kg), "a_map (gmn)");
+        }
+        Buf cg(c_bytes), cback(c_bytes);
+        kl_tensor_map cgm;
+        ok(kl_grouped_gemm_tma_c_map_encode(&k, &cgm, cg.bf(), ng, g, m, size_t{m} * ng, ng), "c_map (gmn)");
+        ok(kl_grouped_gemm_tma(&k, &agm[0], &bm[0], &cgm, m, g, kg, ng, ctas, nullptr), (name + "_gmn").c_str());
+        ok(kl_grouped_gemm_tma(&k, &am[0], &bm[0], &cm, m, g, kg, ng, ctas, nullptr), name.c_str());
+        ok(kl_cuda_synchronize(&g_cuda), (name + "_gmn").c_str());
+        regroup(cg, cback, ng, false);
+        std::vector<unsigned char> h1(c_bytes), h2(c_bytes);
+        ok(kl_cuda_memcpy_dtoh(&g_cuda, h1.data(), c.p, c_bytes), "reading C");
+        ok(kl_cuda_memcpy_dtoh(&g_cuda, h2.data(), cback.p, c_bytes), "reading C (gmn)");
+        const bool same = std::memcmp(h1.data(), h2.data(), c_bytes) == 0;
+        std::printf("  check: %s_gmn's C, regrouped, is %s C bit for bit\n", name.c_str(), same ? "" : "NOT");
+        if (!same) die("the [g, m, .] layout's C differs");
+        const double us = median_us(
+            [&](int run) {
+                const size_t s = static_cast<size_t>(run) % nsets;
+                ok(kl_grouped_gemm_tma(&k, &agm[s], &bm[s], &cgm, m, g, kg, ng, ctas, nullptr), (name + "_gmn").c_str());
+            },
+            g_runs, 3);
+        std::ostringstream what;
+        what << "as " << name << " with A [g, m, k] and C [g, m, n] (torch.bmm's layout), " << ctas << " blocks";
+        report(name + "_gmn", what.str(), us, 2.0 * m * g * kg * ng, double(a_bytes + b_bytes + c_bytes));
+    }
     if (g_ab_module == nullptr) return;
 
     // --ab: B's kernel, checked against the same mma reference, then
     // kAbRounds rounds each timing A then B at the rule's grid; the median
     // over the rounds of B's time over A's (> 1: A, this build, is faster).
     constexpr int kAbRounds = 5;
+    const uint32_t bctas = g_ab_ctas != 0 ? g_ab_ctas : ctas;
     kl_kernel kb;
     ok(kl_grouped_gemm_tma_get(&kb, g_ab_module), "--ab: B's grouped_gemm_tma");
     Buf cb(c_bytes);
     ok(kl_grouped_gemm_tma_c_map_encode(&kb, &cm, cb.bf(), ng, g, m, ng, size_t{g} * ng), "c_map (B)");
-    ok(kl_grouped_gemm_tma(&kb, &am[0], &bm[0], &cm, m, g, kg, ng, ctas, nullptr), "--ab: B");
+    ok(kl_grouped_gemm_tma(&kb, &am[0], &bm[0], &cm, m, g, kg, ng, bctas, nullptr), "--ab: B");
     ok(kl_cuda_synchronize(&g_cuda), "--ab: B");
     const double bdiff = rel_diff(cb, size_t{g} * ng, c_ref, size_t{g} * ng, std::min<size_t>(m, 256));
     std::printf("  check: %s B (%s) vs mma GEMM, ||diff|| / ||mma|| = %.2e\n", name.c_str(), g_ab_path.c_str(), bdiff);
@@ -482,7 +554,7 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
         return median_us(
             [&](int run) {
                 const size_t s = static_cast<size_t>(run) % nsets;
-                ok(kl_grouped_gemm_tma(kk, &am[s], &bm[s], &cm, m, g, kg, ng, ctas, nullptr), "--ab");
+                ok(kl_grouped_gemm_tma(kk, &am[s], &bm[s], &cm, m, g, kg, ng, kk == &kb ? bctas : ctas, nullptr), "--ab");
             },
             g_runs, 3);
     };
@@ -498,7 +570,7 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
     };
     std::ostringstream what;
     what << "A/B: m " << m << ", g " << g << ", k_g " << kg << ", n_g " << ng << ", " << ctas << " blocks, "
-         << kAbRounds << " rounds; B = " << g_ab_path;
+         << kAbRounds << " rounds; B = " << g_ab_path << " at " << bctas << " blocks";
     report(name + "_ab_a", what.str(), median(a_us), 2.0 * m * g * kg * ng, double(a_bytes + b_bytes + c_bytes));
     report(name + "_ab_b", what.str(), median(b_us), 2.0 * m * g * kg * ng, double(a_bytes + b_bytes + c_bytes));
     std::printf("  %-20s B/A %.3f (rounds %.3f..%.3f)\n", (name + "_ab").c_str(), median(ratio),
@@ -522,10 +594,10 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
     std::vector<double> q10, q50, q90, qmax, first_entry_spread;
     std::vector<double> sm_end(1024, 0.0), block_end(1024, 0.0);
     std::vector<int> sm_n(1024, 0);
-    const uint32_t nb = std::min<uint32_t>(ctas, static_cast<uint32_t>(nwords / 4));
+    const uint32_t nb = std::min<uint32_t>(bctas, static_cast<uint32_t>(nwords / 4));
     for (int run = 0; run < kTraceRuns; run++) {
         ok(kl_cuda_memcpy_htod(&g_cuda, trace, zeros.data(), dbytes), "--ab: zeroing the trace");
-        ok(kl_grouped_gemm_tma(&kb, &am[run % nsets], &bm[run % nsets], &cm, m, g, kg, ng, ctas, nullptr), "--ab trace");
+        ok(kl_grouped_gemm_tma(&kb, &am[run % nsets], &bm[run % nsets], &cm, m, g, kg, ng, bctas, nullptr), "--ab trace");
         ok(kl_cuda_synchronize(&g_cuda), "--ab trace");
         ok(kl_cuda_memcpy_dtoh(&g_cuda, words.data(), trace, dbytes), "--ab: reading the trace");
         uint64_t t0 = UINT64_MAX, t0max = 0;
@@ -694,6 +766,8 @@ int main(int argc, char **argv) {
             quick = true;
         else if (a == "--ab" && i + 1 < argc)
             g_ab_path = argv[++i];
+        else if (a == "--ab-ctas" && i + 1 < argc)
+            g_ab_ctas = static_cast<uint32_t>(std::stoul(argv[++i]));
         else if (a == "--only" && i + 1 < argc) {
             std::stringstream list(argv[++i]);
             std::string w;
@@ -709,7 +783,7 @@ int main(int argc, char **argv) {
             }
         } else
             die("usage: mla_bench [--json FILE] [--runs N] [--quick] [--only NAME,NAME...] [--ab CUBIN] "
-                "[--gemm-ctas N,N...]");
+                "[--ab-ctas N] [--gemm-ctas N,N...]");
     }
     auto want = [&only](const char *name) {
         if (only.empty()) return true;
@@ -736,6 +810,7 @@ int main(int argc, char **argv) {
     }
     const uint32_t seq = quick ? 1024 : 4096;
     bench_copy();
+    if (want("fill")) bench_fill();
     if (want("attn_mma_576")) bench_attention(&g_mod.v576, 576, 128, seq, "attn_mma_576");
     if (want("attn_mma_320")) bench_attention(&g_mod.v320, 320, 128, seq, "attn_mma_320");
     if (want("attn_wgmma_576"))

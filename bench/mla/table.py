@@ -108,6 +108,16 @@ def main():
     row("grouped GEMM tma k 512 n 128 (TFLOP/s) vs bmm", r("gemm_tma_t", "tflops"), "{:.1f}", (1.0, ">= 1.0 x bmm"),
         bmm_t)
     row("grouped GEMM tma k 512 n 128 (GB/s) vs copy", r("gemm_tma_t", "gbps"), "{:.0f}")
+    # What bounds k 128 (reports, no target): the write-only rate, torch.bmm
+    # doing the same job in the contract's layout (A [m, g, k], C [m, g, n]),
+    # and this kernel in bmm's layout ([g, m, .]); docs/PERFORMANCE.md.
+    row("fill cuMemsetD32 (GB/s, write only)", r("fill", "gbps"), "{:.0f}")
+    bmm_mgn = tv("bmm_absorb_mgn", "tflops")
+    row("torch bmm k 128 n 512 in the contract's layout (TFLOP/s)", bmm_mgn, "{:.1f}")
+    if bmm_mgn and r("gemm_tma", "tflops"):
+        row("  grouped GEMM tma k 128 / torch bmm, both in the contract's layout", r("gemm_tma", "tflops") / bmm_mgn,
+            "{:.3f}")
+    row("grouped GEMM tma k 128 n 512 in bmm's layout (TFLOP/s)", r("gemm_tma_gmn", "tflops"), "{:.1f}")
     # The rows above run kl_grouped_gemm_tma_ctas's grid; these one block an SM.
     row("grouped GEMM tma k 128 n 512, one block an SM (TFLOP/s) vs bmm", r("gemm_tma_sms", "tflops"), "{:.1f}",
         (1.0, ">= 1.0 x bmm"), bmm)

@@ -8,7 +8,9 @@
   bmm         torch.bmm at the grouped GEMM shapes of mla_bench: g 128
               batches of [4096, 128] @ [128, 512] (bmm_absorb) and
               [4096, 512] @ [512, 128] (bmm_absorb_t); B is stored [g, n, k]
-              and passed transposed, as grouped_gemm_mma reads it
+              and passed transposed, as grouped_gemm_mma reads it;
+              bmm_absorb_mgn: bmm_absorb with A and C in the kernel
+              contract's layout ([m, g, k], [m, g, n]), as transposed views
   sdpa        F.scaled_dot_product_attention at the absorbed MLA shape:
               q [1, H, 4096, 576], one latent KV head expanded to H heads
               (k [1, H, 4096, 576] as an expand() view, v its first 512
@@ -123,8 +125,24 @@ def main():
 
         return run
 
+    # The same job in the kernel contract's layout (A [m, g, k], C [m, g,
+    # n]: a group's rows 256 B / 1 KiB apart, not contiguous): torch.bmm on
+    # transposed views, which cuBLAS takes as strided batches.
+    def bmm_ours(m, g, k, n):
+        def run():
+            nsets = sets_for((m * k + n * k) * g * 2)
+            a = [rand(m, g, k) for _ in range(nsets)]
+            b = [rand(g, n, k) for _ in range(nsets)]
+            c = torch.empty(m, g, n, dtype=torch.bfloat16, device=dev)
+            cv = c.transpose(0, 1)
+            us = median_us(lambda i: torch.bmm(a[i % nsets].transpose(0, 1), b[i % nsets].transpose(1, 2), out=cv))
+            return {"us": us, "tflops": 2.0 * m * g * k * n / (us * 1e6), "shape": {"m": m, "g": g, "k": k, "n": n}}
+
+        return run
+
     attempt("bmm_absorb", bmm(4096, 128, 128, 512))
     attempt("bmm_absorb_t", bmm(4096, 128, 512, 128))
+    attempt("bmm_absorb_mgn", bmm_ours(4096, 128, 128, 512))
 
     # SDPA at the absorbed shape, one latent KV head expanded to H heads.
     def sdpa():
