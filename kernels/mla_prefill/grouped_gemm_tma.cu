@@ -83,6 +83,14 @@
  *     tile order, and the held buffers hand over on their own mbarriers.
  *     Other shapes take the 6-stage ring. H100, same run: 1.13x the ring
  *     at k 128, 1.03x at k 512 (docs/PERFORMANCE.md).
+ *   - Paced blocks. On the held paths, where every run is the same number
+ *     of units (whole strips, or tiles of held B), a producer begins unit
+ *     u only once the blocks together have begun nb u units (module
+ *     counters; grouped_gemm_tma__pace below), so the blocks write C's
+ *     rows together: k 128 measured 1.05x faster (H100, same run), at
+ *     k 512 1.006x. Balancing the blocks' ends by stealing strips instead
+ *     ended them together and gained nothing: the kernel is bound by DRAM,
+ *     whose rate depends on where the bytes go, not on which SMs are busy.
  *   - Shared memory: 6 x 32 KiB stages (or the held split of the same
  *     bytes) + 2 x 16 KiB staging + 256 bytes of mbarriers + 1 KiB
  *     alignment = 230656 bytes (of 232448). Registers: 64 accumulators and
@@ -218,6 +226,43 @@ __device__ __forceinline__ uint64_t strip_of(Path path, const Tile &t) {
 
 }  // namespace grouped_gemm_tma_
 
+/* Pacing (held A and B, where every block's run is the same number of
+ * whole strips: the grids kl_grouped_gemm_tma_ctas gives those shapes).
+ * A producer begins its strip s > 0 only once the blocks together have
+ * begun nb s strips, so they write C's rows within about one strip of
+ * each other: C is [m, g, n], a group's row 1 KiB of a 128 KiB row, and
+ * DRAM takes rows written together faster than the same bytes spread over
+ * the whole of C (H100, same run: 0.962x the unpaced time at k 128, the
+ * blocks' ends 242-250 us where they were 222-259; docs/PERFORMANCE.md).
+ * The counters are the module's (no argument to size or zero): begun
+ * strips, and finished producers; the last producer of a launch takes the
+ * launch's strips back off begun. They only pace: a wait gives up after
+ * KL_GG_PACE_NS (blocks that cannot all be resident at once, launches
+ * from one module overlapping on two streams) and its block runs on
+ * unpaced, so results never depend on them; overlapping launches only
+ * pace each other less well. Not on the emulator (no module globals
+ * there): its blocks run the same tiles unpaced; nor in bench/mla/ab.sh's
+ * GROUPED_GEMM_TMA_NO_PACE build (the A/B of the pacing). */
+#if !defined(KL_EMULATOR) && !defined(GROUPED_GEMM_TMA_NO_PACE)
+#define KL_GG_PACE 1
+__device__ unsigned int grouped_gemm_tma__begun, grouped_gemm_tma__ended;
+constexpr unsigned long long KL_GG_PACE_NS = 100000ull; /* ~13 strips' time at k 128 on an H100 */
+static __device__ __forceinline__ unsigned long long grouped_gemm_tma__ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+/* Waits until begun >= target; false (give up) past KL_GG_PACE_NS. */
+static __device__ __noinline__ bool grouped_gemm_tma__pace(unsigned int target) {
+    const unsigned long long t0 = grouped_gemm_tma__ns();
+    while (*(volatile unsigned int *)&grouped_gemm_tma__begun < target) {
+        if (grouped_gemm_tma__ns() - t0 > KL_GG_PACE_NS) return false;
+        __nanosleep(128);
+    }
+    return true;
+}
+#endif
+
 /* GROUPED_GEMM_TMA_TRACE (bench/mla/ab.sh's build only, never the
  * library's): block b stamps the global timer (ns) at entry
  * ([4 b]) and where each consumer warpgroup's last store has completed
@@ -311,6 +356,15 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
          * fills (a byte count of them carried into the next slot's past 255). */
         uint32_t filled = 0, fill_par = 0;
         const Walk w0 = walk_of(plan.path, total, blockIdx.x, gridDim.x);
+#ifdef KL_GG_PACE
+        /* Paced: held A and B with runs of equal whole strips (see above); waiting until a wait gives up. */
+#ifdef GROUPED_GEMM_TMA_NO_PACE_HELD_B /* bench-only: pace the held A and B path alone */
+        const bool paced = held_ab && total % (gridDim.x * ntn) == 0u;
+#else
+        const bool paced = held && total % (gridDim.x * ntn) == 0u;
+#endif
+        bool waiting = paced;
+#endif
         for (Walk w = w0; w.u < w.stop; w.u += w.step) {
             const Tile t = tile_of(plan.path, w.u, ntn, ntm, g);
             if (held && strip_of(plan.path, t) != strip) {
@@ -318,6 +372,12 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
                  * the strip nheld back has released it. */
                 const uint32_t h = sh % plan.nheld, use = sh / plan.nheld;
                 if (use > 0u) kl__mbar_wait(held_empty + 8u * h, (use - 1u) & 1u);
+#ifdef KL_GG_PACE
+                if (paced && held_ab) { /* held A and B: a unit is a strip */
+                    if (waiting && sh > 0u) waiting = grouped_gemm_tma__pace(gridDim.x * sh);
+                    atomicAdd(&grouped_gemm_tma__begun, 1u);
+                }
+#endif
                 kl__mbar_arrive_expect_tx(held_full + 8u * h, ktiles * OPERAND);
                 const uint32_t dst = ring + h * plan.hbuf;
                 for (uint32_t kt = 0; kt < ktiles; ++kt) {
@@ -345,6 +405,12 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
                 }
                 continue;
             }
+#ifdef KL_GG_PACE
+            if (paced) { /* held B: a unit is a tile (the strip is the group) */
+                if (waiting && w.u > w0.u) waiting = grouped_gemm_tma__pace(gridDim.x * (w.u - w0.u));
+                atomicAdd(&grouped_gemm_tma__begun, 1u);
+            }
+#endif
             for (uint32_t kt = 0; kt < ktiles; ++kt, ++c) {
                 const uint32_t s = c % plan.nst, round = c / plan.nst;
                 const int32_t k0 = (int32_t)(kt * (uint32_t)BK);
@@ -360,6 +426,11 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
                 }
             }
         }
+#ifdef KL_GG_PACE
+        /* The launch's last producer takes its strips back off begun (atomicInc wraps ended to 0 there). */
+        if (paced && atomicInc(&grouped_gemm_tma__ended, gridDim.x - 1u) == gridDim.x - 1u)
+            atomicSub(&grouped_gemm_tma__begun, total / ntn);
+#endif
         return;
     }
 

@@ -303,6 +303,46 @@ TEST_P(MlaCopyEngine, GemmHeldOperandStripsAcrossBlocks) {
     expect_gemm_cases(&k, cases, seed);
 }
 
+// The held A and B path's pacing counters (grouped_gemm_tma.cu: module
+// globals, begun strips and finished producers), read back: a completed
+// launch leaves both at zero, whatever its pacing did.
+uint32_t pacing_counter(const kl_module *mod, const char *name) {
+    kl_cuda_backend *cuda = kl_test::require_gpu();
+    kl__cu_deviceptr p = 0;
+    size_t bytes = 0;
+    if (cuda->api.module_get_global(&p, &bytes, (kl__cu_module)mod->handle, name) != 0 || bytes != 4)
+        throw std::runtime_error(std::string("cuModuleGetGlobal(") + name + ") failed");
+    uint32_t v = 0;
+    if (kl_cuda_memcpy_dtoh(cuda, &v, reinterpret_cast<void *>(static_cast<uintptr_t>(p)), 4) != KL_SUCCESS)
+        throw std::runtime_error(std::string("reading ") + name);
+    return v;
+}
+
+// Paced runs (every block the same number of units: whole strips of held
+// A and B, or tiles of held B): on grids the GPU can hold at once, and on
+// ones twice the SM count, where the first wave's blocks wait for blocks
+// that cannot start until they end: their waits must give up, and C must
+// still be the reference's. Either way the counters are zero after the
+// launch.
+TEST_P(MlaCopyEngine, GemmPacedRunsCompleteEvenWhenTheBlocksCannotAllBeResident) {
+    kl_kernel k;
+    GET_OR_SKIP(kl_grouped_gemm_tma_get, &k);
+    const uint32_t sms = sm_count();
+    const std::vector<GemmCase> cases = {
+        {520, 4, 128, 264, 0, 16, 2},          // 20 strips of 3 n tiles, 10 a block
+        {1024, 16, 128, 512, 0, 0, 16},        // whole groups: 8 strips a block
+        {256, 2 * sms, 64, 136, 8, 8, 2 * sms},  // 2 strips a block, twice as many blocks as SMs
+        {1100, 4, 512, 128, 0, 0, 4},          // held B (a unit is a tile): 9 tiles a block
+        {256, 2 * sms, 192, 72, 8, 8, 2 * sms},   // held B, 2 tiles a block, twice as many blocks as SMs
+    };
+    uint32_t seed = 9900u + 100u * static_cast<uint32_t>(GetParam());
+    for (const GemmCase &c : cases) {
+        expect_gemm_cases(&k, {c}, seed += 10);
+        EXPECT_EQ(0u, pacing_counter(*module_, "grouped_gemm_tma__begun")) << c;
+        EXPECT_EQ(0u, pacing_counter(*module_, "grouped_gemm_tma__ended")) << c;
+    }
+}
+
 TEST_P(MlaCopyEngine, GemmIdentityOperandsCopyTheOtherExactly) {
     kl_kernel k;
     GET_OR_SKIP(kl_grouped_gemm_tma_get, &k);
