@@ -83,7 +83,10 @@
 //                 0.98 of copy and >= 1.0x SDPA, fp8 >= 1.8x bf16
 //                 tokens/s, 1 x 32768 >= 0.85 of copy. Outputs checked
 //                 against the _mma seed kernel's, counters zero after the
-//                 timed launches.
+//                 timed launches. The bf16 _tma rows also time the rule's
+//                 launch with Q's rows off 16 bytes, and with K and V read
+//                 as [block, kv head, slot, d] (timing only): the cost of
+//                 the contract's token-major cache rows.
 // Correctness guard: the split path's output is compared with the seed
 // kernel's on the same inputs (relative difference < 1e-2), and the _mma
 // seed-grid output with the scalar one, else exit 1.
