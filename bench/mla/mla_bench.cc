@@ -440,9 +440,11 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
         ok(kl_grouped_gemm_tma_b_map_encode(&k, &bm[i], b[i].bf(), kg, ng, g, kg, size_t{ng} * kg), "b_map");
     }
     Buf c(c_bytes), c_ref(c_bytes);
+    Buf cnt(8);  // the pacing counters: zeroed once, zero again after every launch
+    ok(kl_cuda_memset_d8(&g_cuda, cnt.p, 0, cnt.bytes), "zeroing the pacing counters");
     kl_tensor_map cm;
     ok(kl_grouped_gemm_tma_c_map_encode(&k, &cm, c.bf(), ng, g, m, ng, size_t{g} * ng), "c_map");
-    ok(kl_grouped_gemm_tma(&k, &am[0], &bm[0], &cm, m, g, kg, ng, ctas, nullptr), name.c_str());
+    ok(kl_grouped_gemm_tma(&k, &am[0], &bm[0], &cm, m, g, kg, ng, cnt.as<uint32_t>(), ctas, 2, nullptr), name.c_str());
     ok(kl_grouped_gemm_mma(&ref, a[0].bf(), b[0].bf(), c_ref.bf(), m, g, kg, ng, g * kg, g * ng, nullptr),
        "kl_grouped_gemm_mma");
     ok(kl_cuda_synchronize(&g_cuda), name.c_str());
@@ -456,7 +458,7 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
         const double us = median_us(
             [&](int run) {
                 const size_t s = static_cast<size_t>(run) % nsets;
-                ok(kl_grouped_gemm_tma(&k, &am[s], &bm[s], &cm, m, g, kg, ng, blocks, nullptr), row.c_str());
+                ok(kl_grouped_gemm_tma(&k, &am[s], &bm[s], &cm, m, g, kg, ng, cnt.as<uint32_t>(), blocks, 2, nullptr), row.c_str());
             },
             g_runs, 3);
         std::ostringstream what;
@@ -500,8 +502,8 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
         Buf cg(c_bytes), cback(c_bytes);
         kl_tensor_map cgm;
         ok(kl_grouped_gemm_tma_c_map_encode(&k, &cgm, cg.bf(), ng, g, m, size_t{m} * ng, ng), "c_map (gmn)");
-        ok(kl_grouped_gemm_tma(&k, &agm[0], &bm[0], &cgm, m, g, kg, ng, ctas, nullptr), (name + "_gmn").c_str());
-        ok(kl_grouped_gemm_tma(&k, &am[0], &bm[0], &cm, m, g, kg, ng, ctas, nullptr), name.c_str());
+        ok(kl_grouped_gemm_tma(&k, &agm[0], &bm[0], &cgm, m, g, kg, ng, cnt.as<uint32_t>(), ctas, 2, nullptr), (name + "_gmn").c_str());
+        ok(kl_grouped_gemm_tma(&k, &am[0], &bm[0], &cm, m, g, kg, ng, cnt.as<uint32_t>(), ctas, 2, nullptr), name.c_str());
         ok(kl_cuda_synchronize(&g_cuda), (name + "_gmn").c_str());
         regroup(cg, cback, ng, false);
         std::vector<unsigned char> h1(c_bytes), h2(c_bytes);
@@ -513,7 +515,7 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
         const double us = median_us(
             [&](int run) {
                 const size_t s = static_cast<size_t>(run) % nsets;
-                ok(kl_grouped_gemm_tma(&k, &agm[s], &bm[s], &cgm, m, g, kg, ng, ctas, nullptr), (name + "_gmn").c_str());
+                ok(kl_grouped_gemm_tma(&k, &agm[s], &bm[s], &cgm, m, g, kg, ng, cnt.as<uint32_t>(), ctas, 2, nullptr), (name + "_gmn").c_str());
             },
             g_runs, 3);
         std::ostringstream what;
@@ -531,7 +533,7 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
     ok(kl_grouped_gemm_tma_get(&kb, g_ab_module), "--ab: B's grouped_gemm_tma");
     Buf cb(c_bytes);
     ok(kl_grouped_gemm_tma_c_map_encode(&kb, &cm, cb.bf(), ng, g, m, ng, size_t{g} * ng), "c_map (B)");
-    ok(kl_grouped_gemm_tma(&kb, &am[0], &bm[0], &cm, m, g, kg, ng, bctas, nullptr), "--ab: B");
+    ok(kl_grouped_gemm_tma(&kb, &am[0], &bm[0], &cm, m, g, kg, ng, cnt.as<uint32_t>(), bctas, 2, nullptr), "--ab: B");
     ok(kl_cuda_synchronize(&g_cuda), "--ab: B");
     const double bdiff = rel_diff(cb, size_t{g} * ng, c_ref, size_t{g} * ng, std::min<size_t>(m, 256));
     std::printf("  check: %s B (%s) vs mma GEMM, ||diff|| / ||mma|| = %.2e\n", name.c_str(), g_ab_path.c_str(), bdiff);
@@ -540,7 +542,7 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
     {   // The whole of C, A's against B's, bit for bit (the same products in
         // the same order: a build that moves tiles between blocks must still
         // compute each one once, as A does). B's C from the check above.
-        ok(kl_grouped_gemm_tma(&k, &am[0], &bm[0], &cm, m, g, kg, ng, ctas, nullptr), "--ab: A, whole C");
+        ok(kl_grouped_gemm_tma(&k, &am[0], &bm[0], &cm, m, g, kg, ng, cnt.as<uint32_t>(), ctas, 2, nullptr), "--ab: A, whole C");
         ok(kl_cuda_synchronize(&g_cuda), "--ab: A, whole C");
         std::vector<unsigned char> ha(c_bytes), hb(c_bytes);
         ok(kl_cuda_memcpy_dtoh(&g_cuda, ha.data(), c.p, c_bytes), "--ab: reading A's C");
@@ -554,7 +556,7 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
         return median_us(
             [&](int run) {
                 const size_t s = static_cast<size_t>(run) % nsets;
-                ok(kl_grouped_gemm_tma(kk, &am[s], &bm[s], &cm, m, g, kg, ng, kk == &kb ? bctas : ctas, nullptr), "--ab");
+                ok(kl_grouped_gemm_tma(kk, &am[s], &bm[s], &cm, m, g, kg, ng, cnt.as<uint32_t>(), kk == &kb ? bctas : ctas, 2, nullptr), "--ab");
             },
             g_runs, 3);
     };
@@ -597,7 +599,7 @@ void bench_gemm_tma(uint32_t m, uint32_t g, uint32_t kg, uint32_t ng, const std:
     const uint32_t nb = std::min<uint32_t>(bctas, static_cast<uint32_t>(nwords / 4));
     for (int run = 0; run < kTraceRuns; run++) {
         ok(kl_cuda_memcpy_htod(&g_cuda, trace, zeros.data(), dbytes), "--ab: zeroing the trace");
-        ok(kl_grouped_gemm_tma(&kb, &am[run % nsets], &bm[run % nsets], &cm, m, g, kg, ng, bctas, nullptr), "--ab trace");
+        ok(kl_grouped_gemm_tma(&kb, &am[run % nsets], &bm[run % nsets], &cm, m, g, kg, ng, cnt.as<uint32_t>(), bctas, 2, nullptr), "--ab trace");
         ok(kl_cuda_synchronize(&g_cuda), "--ab trace");
         ok(kl_cuda_memcpy_dtoh(&g_cuda, words.data(), trace, dbytes), "--ab: reading the trace");
         uint64_t t0 = UINT64_MAX, t0max = 0;

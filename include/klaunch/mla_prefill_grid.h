@@ -7,7 +7,8 @@
  *       #include "klaunch/mla_prefill_grid.h"
  *
  *       uint32_t ctas = kl_grouped_gemm_tma_ctas(m, g, k_g, n_g, sm_count);
- *       kl_grouped_gemm_tma(&k, &a_map, &b_map, &c_map, m, g, k_g, n_g, ctas, stream);
+ *       kl_grouped_gemm_tma(&k, &a_map, &b_map, &c_map, m, g, k_g, n_g, counters, ctas, 2, stream);
+ *       (counters: 2 zeroed u32 words of device memory, the blocks' pacing)
  *
  * WHY NOT sm_count. On the ring (shapes whose operands the kernel does not
  * hold) block x takes tiles x, x + nb, x + 2 nb, ...: with

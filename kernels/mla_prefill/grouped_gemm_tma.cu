@@ -85,8 +85,8 @@
  *     at k 128, 1.03x at k 512 (docs/PERFORMANCE.md).
  *   - Paced blocks. On the held paths, where every run is the same number
  *     of units (whole strips, or tiles of held B), a producer begins unit
- *     u only once the blocks together have begun nb u units (module
- *     counters; grouped_gemm_tma__pace below), so the blocks write C's
+ *     u only once the blocks together have begun nb u units (counters,
+ *     an argument; grouped_gemm_tma__pace below), so the blocks write C's
  *     rows together: k 128 measured 1.05x faster (H100, same run), at
  *     k 512 1.006x. Balancing the blocks' ends by stealing strips instead
  *     ended them together and gained nothing: the kernel is bound by DRAM,
@@ -226,40 +226,42 @@ __device__ __forceinline__ uint64_t strip_of(Path path, const Tile &t) {
 
 }  // namespace grouped_gemm_tma_
 
-/* Pacing (held A and B, where every block's run is the same number of
- * whole strips: the grids kl_grouped_gemm_tma_ctas gives those shapes).
- * A producer begins its strip s > 0 only once the blocks together have
- * begun nb s strips, so they write C's rows within about one strip of
- * each other: C is [m, g, n], a group's row 1 KiB of a 128 KiB row, and
- * DRAM takes rows written together faster than the same bytes spread over
- * the whole of C (H100, same run: 0.962x the unpaced time at k 128, the
- * blocks' ends 242-250 us where they were 222-259; docs/PERFORMANCE.md).
- * The counters are the module's (no argument to size or zero): begun
- * strips, and finished producers; the last producer of a launch takes the
- * launch's strips back off begun. They only pace: a wait gives up after
- * KL_GG_PACE_NS (blocks that cannot all be resident at once, launches
- * from one module overlapping on two streams) and its block runs on
- * unpaced, so results never depend on them; overlapping launches only
- * pace each other less well. Not on the emulator (no module globals
- * there): its blocks run the same tiles unpaced; nor in bench/mla/ab.sh's
- * GROUPED_GEMM_TMA_NO_PACE build (the A/B of the pacing). */
-#if !defined(KL_EMULATOR) && !defined(GROUPED_GEMM_TMA_NO_PACE)
+/* Pacing (the held paths, where every block's run is the same number of
+ * units: whole strips, or held B's tiles; the grids kl_grouped_gemm_tma_ctas
+ * gives those shapes). A producer begins its unit u > 0 only once the
+ * blocks together have begun nb u units, so they write C's rows within
+ * about one unit of each other: C is [m, g, n], a group's row 1 KiB of a
+ * 128 KiB row at k 128, and DRAM takes rows written together faster than
+ * the same bytes spread over the whole of C (H100, same run: 1.05x at k
+ * 128, the blocks' ends 242-250 us where they were 219-263;
+ * docs/PERFORMANCE.md). counters[0] counts begun units, counters[1]
+ * finished producers (atomicInc wraps it to 0 at the launch's last, which
+ * takes the launch's units back off counters[0]): zero again after every
+ * launch. Only a pace: a wait gives up after KL_GG_PACE_NS (a grid larger
+ * than the GPU holds at once, launches sharing counters in flight
+ * together) and its block runs on unpaced, so results never depend on it.
+ * On the emulator, whose blocks run one after another, every wait gives
+ * up at once (the counting still runs). bench/mla/ab.sh's
+ * GROUPED_GEMM_TMA_NO_PACE build leaves it out (the A/B of the pacing). */
+#ifndef GROUPED_GEMM_TMA_NO_PACE
 #define KL_GG_PACE 1
-__device__ unsigned int grouped_gemm_tma__begun, grouped_gemm_tma__ended;
 constexpr unsigned long long KL_GG_PACE_NS = 100000ull; /* ~13 strips' time at k 128 on an H100 */
-static __device__ __forceinline__ unsigned long long grouped_gemm_tma__ns() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-/* Waits until begun >= target; false (give up) past KL_GG_PACE_NS. */
-static __device__ __noinline__ bool grouped_gemm_tma__pace(unsigned int target) {
-    const unsigned long long t0 = grouped_gemm_tma__ns();
-    while (*(volatile unsigned int *)&grouped_gemm_tma__begun < target) {
-        if (grouped_gemm_tma__ns() - t0 > KL_GG_PACE_NS) return false;
+/* Waits until counters[0] >= target; false (give up) past KL_GG_PACE_NS. */
+static __device__ __noinline__ bool grouped_gemm_tma__pace(const uint32_t *counters, uint32_t target) {
+#ifdef KL_EMULATOR
+    (void)counters;
+    (void)target;
+    return false;
+#else
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    while (*(const volatile uint32_t *)counters < target) {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        if (t - t0 > KL_GG_PACE_NS) return false;
         __nanosleep(128);
     }
     return true;
+#endif
 }
 #endif
 
@@ -359,9 +361,9 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
 #ifdef KL_GG_PACE
         /* Paced: held A and B with runs of equal whole strips (see above); waiting until a wait gives up. */
 #ifdef GROUPED_GEMM_TMA_NO_PACE_HELD_B /* bench-only: pace the held A and B path alone */
-        const bool paced = held_ab && total % (gridDim.x * ntn) == 0u;
+        const bool paced = held_ab && counters != nullptr && total % (gridDim.x * ntn) == 0u;
 #else
-        const bool paced = held && total % (gridDim.x * ntn) == 0u;
+        const bool paced = held && counters != nullptr && total % (gridDim.x * ntn) == 0u;
 #endif
         bool waiting = paced;
 #endif
@@ -374,8 +376,8 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
                 if (use > 0u) kl__mbar_wait(held_empty + 8u * h, (use - 1u) & 1u);
 #ifdef KL_GG_PACE
                 if (paced && held_ab) { /* held A and B: a unit is a strip */
-                    if (waiting && sh > 0u) waiting = grouped_gemm_tma__pace(gridDim.x * sh);
-                    atomicAdd(&grouped_gemm_tma__begun, 1u);
+                    if (waiting && sh > 0u) waiting = grouped_gemm_tma__pace(counters, gridDim.x * sh);
+                    atomicAdd(&counters[0], 1u);
                 }
 #endif
                 kl__mbar_arrive_expect_tx(held_full + 8u * h, ktiles * OPERAND);
@@ -407,8 +409,8 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
             }
 #ifdef KL_GG_PACE
             if (paced) { /* held B: a unit is a tile (the strip is the group) */
-                if (waiting && w.u > w0.u) waiting = grouped_gemm_tma__pace(gridDim.x * (w.u - w0.u));
-                atomicAdd(&grouped_gemm_tma__begun, 1u);
+                if (waiting && w.u > w0.u) waiting = grouped_gemm_tma__pace(counters, gridDim.x * (w.u - w0.u));
+                atomicAdd(&counters[0], 1u);
             }
 #endif
             for (uint32_t kt = 0; kt < ktiles; ++kt, ++c) {
@@ -427,9 +429,8 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
             }
         }
 #ifdef KL_GG_PACE
-        /* The launch's last producer takes its strips back off begun (atomicInc wraps ended to 0 there). */
-        if (paced && atomicInc(&grouped_gemm_tma__ended, gridDim.x - 1u) == gridDim.x - 1u)
-            atomicSub(&grouped_gemm_tma__begun, total / ntn);
+        /* The launch's last producer takes its units back off counters[0] (atomicInc wraps counters[1] to 0 there). */
+        if (paced && atomicInc(&counters[1], gridDim.x - 1u) == gridDim.x - 1u) atomicSub(&counters[0], total / ntn);
 #endif
         return;
     }

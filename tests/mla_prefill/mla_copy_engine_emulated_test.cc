@@ -110,7 +110,14 @@ void gemm(const kl_module *mod, const GemmCase &c, uint32_t seed) {
     KL_EMU_ASSERT_OK(kl_grouped_gemm_tma_b_map_encode(&k, &bm, b->data(), c.k_g, c.n_g, c.g, c.k_g,
                                                       (uint64_t)c.n_g * c.k_g));
     KL_EMU_ASSERT_OK(kl_grouped_gemm_tma_c_map_encode(&k, &cm, out.data(), c.n_g, c.g, c.m, c.n_g, c_stride));
-    KL_EMU_ASSERT_OK(kl_grouped_gemm_tma(&k, &am, &bm, &cm, c.m, c.g, c.k_g, c.n_g, c.num_ctas, nullptr));
+    // The pacing counters: zero before the launch, and again after it (the
+    // launch's last producer resets them; the emulator's blocks run one
+    // after another, so every pacing wait gives up at once).
+    emu::Buffer<uint32_t> cnt(2, emu::Access::kReadWrite, "counters");
+    cnt.data()[0] = cnt.data()[1] = 0u;
+    KL_EMU_ASSERT_OK(kl_grouped_gemm_tma(&k, &am, &bm, &cm, c.m, c.g, c.k_g, c.n_g, cnt.data(), c.num_ctas, 2, nullptr));
+    EXPECT_EQ(0u, cnt.data()[0]) << "begun units, after the launch";
+    EXPECT_EQ(0u, cnt.data()[1]) << "finished producers, after the launch";
     mla_tc_emu::expect_gemm(out, mla_ref::grouped_gemm(ah, bh, c.m, c.g, c.k_g, c.n_g, a_stride), c.m, c.g, c.n_g,
                             c_stride);
 }

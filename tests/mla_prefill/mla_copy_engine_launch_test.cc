@@ -54,7 +54,7 @@ T arg_at(const kl_record &r, uint32_t offset) {
     return v;
 }
 
-constexpr uintptr_t kQ = 0x100000, kKv = 0x800000, kOut = 0x900000;
+constexpr uintptr_t kQ = 0x100000, kKv = 0x800000, kOut = 0x900000, kCnt = 0xa00000;
 
 kl_status encode_attn(Harness &h, uint32_t D, uint32_t heads, uint32_t seq, uint32_t batch, kl_tensor_map *q,
                       kl_tensor_map *kv) {
@@ -80,10 +80,11 @@ TEST(MlaCopyEngineLaunch, DescriptorsNeedSm90aAndOptInToTheirSharedMemory) {
     EXPECT_EQ(264u, a.params[3].offset);  // seq_len
     EXPECT_EQ(268u, a.params[4].offset);  // batch: a kernel argument here
     EXPECT_EQ(292u, a.param_bytes);
-    ASSERT_EQ(7u, g.num_params);
+    ASSERT_EQ(8u, g.num_params) << "num_ctas and num_counters are launch_only";
     EXPECT_EQ(256u, g.params[2].offset);  // c_map
     EXPECT_EQ(384u, g.params[3].offset);  // m
-    EXPECT_EQ(400u, g.param_bytes);
+    EXPECT_EQ(400u, g.params[7].offset);  // counters
+    EXPECT_EQ(408u, g.param_bytes);
 }
 
 TEST(MlaCopyEngineLaunch, AttentionLaunchesAPersistentGridOfAtMostNumCtasBlocks) {
@@ -206,26 +207,28 @@ TEST(MlaCopyEngineLaunch, AttentionRefusesBadLaunchesBeforeTheBackend) {
 
 TEST(MlaCopyEngineLaunch, GemmLaunchesAPersistentGridOverAllGroupsTiles) {
     Harness h("deepseek_v4_flash");
+    uint32_t *const cnt = reinterpret_cast<uint32_t *>(kCnt);
     ASSERT_EQ(KL_SUCCESS, h.status) << kl_last_error_message();
     const uint32_t m = 4096, g = 128, k_g = 128, n_g = 512;
     kl_tensor_map am, bm, cm;
     ASSERT_EQ(KL_SUCCESS, kl_grouped_gemm_tma_a_map_encode(&h.gemm, &am, at(kQ), k_g, g, m, k_g, g * k_g));
     ASSERT_EQ(KL_SUCCESS, kl_grouped_gemm_tma_b_map_encode(&h.gemm, &bm, at(kKv), k_g, n_g, g, k_g, n_g * k_g));
     ASSERT_EQ(KL_SUCCESS, kl_grouped_gemm_tma_c_map_encode(&h.gemm, &cm, out_at(kOut), n_g, g, m, n_g, g * n_g));
-    ASSERT_EQ(KL_SUCCESS, kl_grouped_gemm_tma(&h.gemm, &am, &bm, &cm, m, g, k_g, n_g, 132, nullptr))
+    ASSERT_EQ(KL_SUCCESS, kl_grouped_gemm_tma(&h.gemm, &am, &bm, &cm, m, g, k_g, n_g, cnt, 132, 2, nullptr))
         << kl_last_error_message();
-    ASSERT_EQ(KL_SUCCESS, kl_grouped_gemm_tma(&h.gemm, &am, &bm, &cm, 100, 3, k_g, 136, 132, nullptr));
+    ASSERT_EQ(KL_SUCCESS, kl_grouped_gemm_tma(&h.gemm, &am, &bm, &cm, 100, 3, k_g, 136, cnt, 132, 2, nullptr));
     ASSERT_EQ(2u, h.rb.count);
     EXPECT_EQ(132u, h.recs[0].grid[0]) << "4 x 32 x 128 tiles, 132 blocks";
     EXPECT_EQ(6u, h.recs[1].grid[0]) << "2 n tiles x 1 m tile x 3 groups";
     EXPECT_EQ(384u, h.recs[0].block[0]);
     EXPECT_EQ(6u * 32768u + 2u * 16384u + 256u + 1024u, h.recs[0].shared_bytes) << "6 stages, 2 staging tiles, mbarriers, alignment";
-    ASSERT_EQ(400u, h.recs[0].arg_bytes);
+    ASSERT_EQ(408u, h.recs[0].arg_bytes) << "three maps, four u32, the counters' address";
     EXPECT_EQ(0, std::memcmp(h.recs[0].args + 256, cm.opaque, 128));
     EXPECT_EQ(m, arg_at<uint32_t>(h.recs[0], 384));
     EXPECT_EQ(g, arg_at<uint32_t>(h.recs[0], 388));
     EXPECT_EQ(k_g, arg_at<uint32_t>(h.recs[0], 392));
     EXPECT_EQ(n_g, arg_at<uint32_t>(h.recs[0], 396));
+    EXPECT_EQ(kCnt, arg_at<uintptr_t>(h.recs[0], 400));
     kl_tensor_map_request got;
     ASSERT_TRUE(kl_tensor_map_reference_decode(h.recs[0].args, &got));
     EXPECT_EQ(k_g, got.extent[0]);
@@ -240,18 +243,21 @@ TEST(MlaCopyEngineLaunch, GemmLaunchesAPersistentGridOverAllGroupsTiles) {
     EXPECT_EQ(1u, got.box[1]);
     EXPECT_EQ(64u, got.box[2]);
 
-    // Refusals: no blocks, too many tiles, a map in another slot, k_g whose
-    // group stride is not 16-byte aligned (grouped_gemm_wgmma takes those).
-    EXPECT_EQ(KL_ERROR_PRECONDITION, kl_grouped_gemm_tma(&h.gemm, &am, &bm, &cm, m, g, k_g, n_g, 0, nullptr));
+    // Refusals: no blocks, too many tiles, a map in another slot, counters a
+    // word short, k_g whose group stride is not 16-byte aligned
+    // (grouped_gemm_wgmma takes those).
+    EXPECT_EQ(KL_ERROR_PRECONDITION, kl_grouped_gemm_tma(&h.gemm, &am, &bm, &cm, m, g, k_g, n_g, cnt, 0, 2, nullptr));
     EXPECT_EQ(KL_ERROR_PRECONDITION,
-              kl_grouped_gemm_tma(&h.gemm, &am, &bm, &cm, 0x7fffff80u, 65536, k_g, 128, 132, nullptr));
+              kl_grouped_gemm_tma(&h.gemm, &am, &bm, &cm, 0x7fffff80u, 65536, k_g, 128, cnt, 132, 2, nullptr));
     EXPECT_NE(std::string::npos, std::string(kl_last_error_message()).find("in 31 bits")) << kl_last_error_message();
-    EXPECT_EQ(KL_ERROR_PRECONDITION, kl_grouped_gemm_tma(&h.gemm, &am, &bm, &cm, 2147483584u, 1, k_g, 128, 132, nullptr));
+    EXPECT_EQ(KL_ERROR_PRECONDITION, kl_grouped_gemm_tma(&h.gemm, &am, &bm, &cm, 2147483584u, 1, k_g, 128, cnt, 132, 2, nullptr));
     EXPECT_NE(std::string::npos, std::string(kl_last_error_message()).find("signed 32-bit")) << kl_last_error_message();
-    EXPECT_EQ(KL_ERROR_TENSOR_MAP, kl_grouped_gemm_tma(&h.gemm, &bm, &am, &cm, m, g, k_g, n_g, 132, nullptr));
+    EXPECT_EQ(KL_ERROR_TENSOR_MAP, kl_grouped_gemm_tma(&h.gemm, &bm, &am, &cm, m, g, k_g, n_g, cnt, 132, 2, nullptr));
     EXPECT_NE(std::string::npos, std::string(kl_last_error_message()).find("tensor map a_map: ")) << kl_last_error_message();
-    EXPECT_EQ(KL_ERROR_TENSOR_MAP, kl_grouped_gemm_tma(&h.gemm, &am, &bm, &am, m, g, k_g, n_g, 132, nullptr));
+    EXPECT_EQ(KL_ERROR_TENSOR_MAP, kl_grouped_gemm_tma(&h.gemm, &am, &bm, &am, m, g, k_g, n_g, cnt, 132, 2, nullptr));
     EXPECT_NE(std::string::npos, std::string(kl_last_error_message()).find("tensor map c_map: ")) << kl_last_error_message();
+    EXPECT_EQ(KL_ERROR_PRECONDITION, kl_grouped_gemm_tma(&h.gemm, &am, &bm, &cm, m, g, k_g, n_g, cnt, 132, 1, nullptr));
+    EXPECT_NE(std::string::npos, std::string(kl_last_error_message()).find("2 zeroed pacing words")) << kl_last_error_message();
     EXPECT_EQ(2u, h.rb.count) << "a refused launch recorded something";
     kl_tensor_map m13 = am;
     EXPECT_EQ(KL_ERROR_TENSOR_MAP, kl_grouped_gemm_tma_a_map_encode(&h.gemm, &m13, at(kQ), 13, g, m, 13, g * 13));

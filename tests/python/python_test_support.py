@@ -266,8 +266,8 @@ def _satisfy(launcher, args, constants, rng):
             a["num_ctas"] = rng.choice([1, 7, 132])
             need = 8 * a["num_ctas"] * constants.get("DECODE_GQA_PACK_WIDTH", 1) * (a["head_dim"] + 2)
         a["workspace_bytes"] = need + rng.choice([0, 64])
-    if "num_counters" in a:
-        a["num_counters"] = a["num_seqs"] * a["num_kv_heads"]
+    if "num_counters" in a:  # the decode launchers: a word a unit; grouped_gemm_tma: 2 pacing words
+        a["num_counters"] = a["num_seqs"] * a["num_kv_heads"] if "num_seqs" in a else 2 + rng.choice([0, 1])
     return tuple(a[n] for n in names)
 
 
