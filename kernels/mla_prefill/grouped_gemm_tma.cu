@@ -237,28 +237,39 @@ __device__ __forceinline__ uint64_t strip_of(Path path, const Tile &t) {
  * docs/PERFORMANCE.md). counters[0] counts begun units, counters[1]
  * finished producers (atomicInc wraps it to 0 at the launch's last, which
  * takes the launch's units back off counters[0]): zero again after every
- * launch. Only a pace: a wait gives up after KL_GG_PACE_NS (a grid larger
- * than the GPU holds at once, launches sharing counters in flight
- * together) and its block runs on unpaced, so results never depend on it.
+ * launch. Only a pace: a wait gives up once counters[0] stalls for
+ * KL_GG_PACE_STALL_NS (a grid larger than the GPU holds at once, whose
+ * resident blocks all end up waiting for ones that cannot start) and its
+ * block runs on unpaced, so results never depend on it.
  * On the emulator, whose blocks run one after another, every wait gives
  * up at once (the counting still runs). bench/mla/ab.sh's
  * GROUPED_GEMM_TMA_NO_PACE build leaves it out (the A/B of the pacing). */
 #ifndef GROUPED_GEMM_TMA_NO_PACE
 #define KL_GG_PACE 1
-constexpr unsigned long long KL_GG_PACE_NS = 100000ull; /* ~13 strips' time at k 128 on an H100 */
-/* Waits until counters[0] >= target; false (give up) past KL_GG_PACE_NS. */
+/* A wait gives up once counters[0] has not moved for this long: ~3 units'
+ * time (a strip at k 128 takes ~8 us on an H100), while paced blocks move
+ * it every ~0.1 us (128 blocks). */
+constexpr unsigned long long KL_GG_PACE_STALL_NS = 20000ull;
+/* Waits until counters[0] >= target; false (give up) when it stalls. */
 static __device__ __noinline__ bool grouped_gemm_tma__pace(const uint32_t *counters, uint32_t target) {
 #ifdef KL_EMULATOR
     (void)counters;
     (void)target;
     return false;
 #else
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    while (*(const volatile uint32_t *)counters < target) {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        if (t - t0 > KL_GG_PACE_NS) return false;
+    unsigned long long seen_at, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(seen_at));
+    uint32_t seen = *(const volatile uint32_t *)counters;
+    while (seen < target) {
         __nanosleep(128);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        const uint32_t now = *(const volatile uint32_t *)counters;
+        if (now != seen) {
+            seen = now;
+            seen_at = t;
+        } else if (t - seen_at > KL_GG_PACE_STALL_NS) {
+            return false;
+        }
     }
     return true;
 #endif
