@@ -370,12 +370,10 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
         uint32_t filled = 0, fill_par = 0;
         const Walk w0 = walk_of(plan.path, total, blockIdx.x, gridDim.x);
 #ifdef KL_GG_PACE
-        /* Paced: held A and B with runs of equal whole strips (see above); waiting until a wait gives up. */
-#ifdef GROUPED_GEMM_TMA_NO_PACE_HELD_B /* bench-only: pace the held A and B path alone */
-        const bool paced = held_ab && counters != nullptr && total % (gridDim.x * ntn) == 0u;
-#else
+        /* Paced: a held path whose runs are equal whole units (see above; a
+         * null counters, which the launcher's check cannot see, paces nothing);
+         * waiting until one of this block's waits gives up. */
         const bool paced = held && counters != nullptr && total % (gridDim.x * ntn) == 0u;
-#endif
         bool waiting = paced;
 #endif
         for (Walk w = w0; w.u < w.stop; w.u += w.step) {
