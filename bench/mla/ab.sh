@@ -11,6 +11,8 @@
 # prints the blocks' ends (the per-SM spread of a persistent grid);
 # GROUPED_GEMM_TMA_ROTATE=R beside it gives block b run b + R (is a late
 # block's lateness its SM's or its run's?).
+# GROUPED_GEMM_TMA_NO_PACE leaves the held paths' pacing out (the A/B of
+# the pacing: B / A > 1 is what it gains).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 out=${1:-.gpu/bench/mla/ab.cubin}
