@@ -5,11 +5,11 @@ fields, not read from the table.
 """
 import json
 import os
-import subprocess
 import sys
 import unittest
 
 import junit_unittest
+from table_rows import table_rows
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.join(HERE, "testdata", "h100_2026-12-06_mla_bench.json")
@@ -17,11 +17,7 @@ TORCH = os.path.join(HERE, "testdata", "h100_2026-12-06_torch_baselines.json")
 
 
 def table(*args):
-    r = subprocess.run([sys.executable, os.path.join(HERE, "table.py"), BENCH] + list(args),
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
-    assert r.returncode == 0, r.stdout
-    return {cells[0]: cells[1:] for cells in ([c.strip() for c in line.strip("|").split("|")]
-                                              for line in r.stdout.splitlines() if line.startswith("| "))}
+    return table_rows(os.path.join(HERE, "table.py"), BENCH, *args)
 
 
 class MlaTableTest(unittest.TestCase):

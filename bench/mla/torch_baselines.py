@@ -113,36 +113,25 @@ def main():
 
     attempt("matmul", matmul)
 
-    # Batched GEMMs at the grouped GEMM shapes.
-    def bmm(m, g, k, n):
+    # Batched GEMMs at the grouped GEMM shapes. contract_layout: A [m, g, k]
+    # and C [m, g, n] as the kernel contract has them (a group's rows 256 B /
+    # 1 KiB apart, not contiguous), passed to torch.bmm as transposed views,
+    # which cuBLAS takes as strided batches; else [g, m, k] and [g, m, n].
+    def bmm(m, g, k, n, contract_layout=False):
         def run():
             nsets = sets_for((m * k + n * k) * g * 2)
-            a = [rand(g, m, k) for _ in range(nsets)]
+            a = [rand(m, g, k).transpose(0, 1) if contract_layout else rand(g, m, k) for _ in range(nsets)]
             b = [rand(g, n, k) for _ in range(nsets)]  # [g, n, k], used transposed
-            c = torch.empty(g, m, n, dtype=torch.bfloat16, device=dev)
+            c = torch.empty(m, g, n, dtype=torch.bfloat16, device=dev).transpose(0, 1) if contract_layout else \
+                torch.empty(g, m, n, dtype=torch.bfloat16, device=dev)
             us = median_us(lambda i: torch.bmm(a[i % nsets], b[i % nsets].transpose(1, 2), out=c))
-            return {"us": us, "tflops": 2.0 * m * g * k * n / (us * 1e6), "shape": {"m": m, "g": g, "k": k, "n": n}}
-
-        return run
-
-    # The same job in the kernel contract's layout (A [m, g, k], C [m, g,
-    # n]: a group's rows 256 B / 1 KiB apart, not contiguous): torch.bmm on
-    # transposed views, which cuBLAS takes as strided batches.
-    def bmm_ours(m, g, k, n):
-        def run():
-            nsets = sets_for((m * k + n * k) * g * 2)
-            a = [rand(m, g, k) for _ in range(nsets)]
-            b = [rand(g, n, k) for _ in range(nsets)]
-            c = torch.empty(m, g, n, dtype=torch.bfloat16, device=dev)
-            cv = c.transpose(0, 1)
-            us = median_us(lambda i: torch.bmm(a[i % nsets].transpose(0, 1), b[i % nsets].transpose(1, 2), out=cv))
             return {"us": us, "tflops": 2.0 * m * g * k * n / (us * 1e6), "shape": {"m": m, "g": g, "k": k, "n": n}}
 
         return run
 
     attempt("bmm_absorb", bmm(4096, 128, 128, 512))
     attempt("bmm_absorb_t", bmm(4096, 128, 512, 128))
-    attempt("bmm_absorb_mgn", bmm_ours(4096, 128, 128, 512))
+    attempt("bmm_absorb_mgn", bmm(4096, 128, 128, 512, contract_layout=True))
 
     # SDPA at the absorbed shape, one latent KV head expanded to H heads.
     def sdpa():

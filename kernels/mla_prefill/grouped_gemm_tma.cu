@@ -238,18 +238,18 @@ __device__ __forceinline__ uint64_t strip_of(Path path, const Tile &t) {
  * finished producers (atomicInc wraps it to 0 at the launch's last, which
  * takes the launch's units back off counters[0]): zero again after every
  * launch. Only a pace: a wait gives up once counters[0] stalls for
- * KL_GG_PACE_STALL_NS (a grid larger than the GPU holds at once, whose
+ * GROUPED_GEMM_TMA__PACE_STALL_NS (a grid larger than the GPU holds at once, whose
  * resident blocks all end up waiting for ones that cannot start) and its
  * block runs on unpaced, so results never depend on it.
  * On the emulator, whose blocks run one after another, every wait gives
  * up at once (the counting still runs). bench/mla/ab.sh's
  * GROUPED_GEMM_TMA_NO_PACE build leaves it out (the A/B of the pacing). */
 #ifndef GROUPED_GEMM_TMA_NO_PACE
-#define KL_GG_PACE 1
+#define GROUPED_GEMM_TMA__PACE 1
 /* A wait gives up once counters[0] has not moved for this long: ~3 units'
  * time (a strip at k 128 takes ~8 us on an H100), while paced blocks move
  * it every ~0.1 us (128 blocks). */
-constexpr unsigned long long KL_GG_PACE_STALL_NS = 20000ull;
+constexpr unsigned long long GROUPED_GEMM_TMA__PACE_STALL_NS = 20000ull;
 /* Waits until counters[0] >= target; false (give up) when it stalls. */
 static __device__ __noinline__ bool grouped_gemm_tma__pace(const uint32_t *counters, uint32_t target) {
 #ifdef KL_EMULATOR
@@ -267,7 +267,7 @@ static __device__ __noinline__ bool grouped_gemm_tma__pace(const uint32_t *count
         if (now != seen) {
             seen = now;
             seen_at = t;
-        } else if (t - seen_at > KL_GG_PACE_STALL_NS) {
+        } else if (t - seen_at > GROUPED_GEMM_TMA__PACE_STALL_NS) {
             return false;
         }
     }
@@ -369,7 +369,7 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
          * fills (a byte count of them carried into the next slot's past 255). */
         uint32_t filled = 0, fill_par = 0;
         const Walk w0 = walk_of(plan.path, total, blockIdx.x, gridDim.x);
-#ifdef KL_GG_PACE
+#ifdef GROUPED_GEMM_TMA__PACE
         /* Paced: a held path whose runs are equal whole units (see above; a
          * null counters, which the launcher's check cannot see, paces nothing);
          * waiting until one of this block's waits gives up. */
@@ -383,7 +383,7 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
                  * the strip nheld back has released it. */
                 const uint32_t h = sh % plan.nheld, use = sh / plan.nheld;
                 if (use > 0u) kl__mbar_wait(held_empty + 8u * h, (use - 1u) & 1u);
-#ifdef KL_GG_PACE
+#ifdef GROUPED_GEMM_TMA__PACE
                 if (paced && held_ab) { /* held A and B: a unit is a strip */
                     if (waiting && sh > 0u) waiting = grouped_gemm_tma__pace(counters, gridDim.x * sh);
                     atomicAdd(&counters[0], 1u);
@@ -416,7 +416,7 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
                 }
                 continue;
             }
-#ifdef KL_GG_PACE
+#ifdef GROUPED_GEMM_TMA__PACE
             if (paced) { /* held B: a unit is a tile (the strip is the group) */
                 if (waiting && w.u > w0.u) waiting = grouped_gemm_tma__pace(counters, gridDim.x * (w.u - w0.u));
                 atomicAdd(&counters[0], 1u);
@@ -437,7 +437,7 @@ grouped_gemm_tma(KL_PARAMS_grouped_gemm_tma) {
                 }
             }
         }
-#ifdef KL_GG_PACE
+#ifdef GROUPED_GEMM_TMA__PACE
         /* The launch's last producer takes its units back off counters[0] (atomicInc wraps counters[1] to 0 there). */
         if (paced && atomicInc(&counters[1], gridDim.x - 1u) == gridDim.x - 1u) atomicSub(&counters[0], total / ntn);
 #endif
