@@ -171,6 +171,16 @@ static __device__ __forceinline__ uint32_t kl__dynamic_smem_size() {
     asm("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(v));
     return v;
 }
+/* *p += v at GPU scope with acquire-release semantics (one instruction where
+ * __threadfence + atomicAdd + __threadfence are two SC fences and a relaxed
+ * add): releases what this thread's program and the barriers before it
+ * ordered ahead of it (cumulativity, PTX ISA memory model), acquires what
+ * the releases it reads from published. Returns the old value. */
+static __device__ __forceinline__ uint32_t kl__atom_add_acq_rel_gpu(uint32_t *p, uint32_t v) {
+    uint32_t old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
 /* griddepcontrol (sm_90): a no-op below sm_90 and without a dependent launch. */
 static __device__ __forceinline__ void kl__griddep_launch_dependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

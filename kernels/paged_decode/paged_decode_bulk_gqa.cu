@@ -324,15 +324,15 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
 
     /* All tiles, the block's share, and the sequence of its first tile. */
     paged_decode__persist_share sh;
+    paged_decode__persist_first at0;
     if (!paged_decode__persist_locate<PAGED_DECODE__BULK_THREADS>(plan, seq_lens, num_seqs, num_kv_heads,
                                                                    sliding_window, max_blocks_per_seq, block_size,
-                                                                   b, nb, sh))
+                                                                   b, nb, sh, at0))
         return;
-    paged_decode__bulk_sched_persist sched{sh,          plan.x,       plan.base,  0u,
-                                           plan.seq,    plan.tiles,   plan.wbegin, plan.wend,
+    paged_decode__bulk_sched_persist sched{sh,          at0.x,        at0.base,   0u,
+                                           at0.seq,     at0.tiles,    at0.wbegin, at0.wend,
                                            num_kv_heads, max_blocks_per_seq, block_size, sliding_window,
                                            seq_lens};
-    __syncthreads(); /* everyone has read the plan (its words are reused for the flag) */
     if (tid == 0u) PAGED_DECODE__STAMP(4); /* the block's first tile found */
 
     if (warp >= 8u) {
@@ -370,13 +370,15 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
         }
         /* A cut unit: the record is out; the last of its blocks to arrive
          * merges. The barrier orders every consumer's record stores before
-         * thread 0's fence, which releases them all with its arrival
-         * (cumulativity, PTX ISA memory model): one fence, not 256. */
+         * thread 0's arrival, an acquire-release add that releases them all
+         * (cumulativity, PTX ISA memory model): one MEMBAR.ALL.GPU in the
+         * SASS where a __threadfence here and another in the last arrival
+         * were two MEMBAR.SC.GPU (docs/PERFORMANCE.md: with the warp's
+         * locate, 1 x 32768 0.8% faster on the H100). */
         kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS);
         uint32_t b0, b1; /* every thread: the merge below reads them */
         paged_decode__persist_blocks_of(p.su, p.ue, sh, &b0, &b1);
         if (tid == 0u) {
-            __threadfence();
             plan.last = paged_decode__persist_arrive(counters + (uint64_t)p.seq * num_kv_heads + p.kvh, b0, b1) ? 1u : 0u;
         }
         kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS);

@@ -124,16 +124,16 @@ static __device__ __forceinline__ void paged_decode__persist_blocks_of(uint64_t 
 }
 
 /* A cut unit's arrival, by one thread after its block's record is out and
- * fenced (by every writer, or by this thread after a barrier with them):
- * the unit's blocks b0 .. b1 count on its counter; the last to arrive
- * resets it for the next launch and gets true (its fence orders the other
- * blocks' records before its reads). */
+ * ordered before it (by the writers' own fences, or by a barrier with
+ * them): the unit's blocks b0 .. b1 count on its counter with one
+ * acquire-release add, which releases this block's record (cumulativity)
+ * and, for the last to arrive, acquires every other block's (their adds
+ * form the counter's release sequence). The last resets the counter for
+ * the next launch and gets true; its block may read the records after a
+ * barrier with this thread. */
 static __device__ __forceinline__ bool paged_decode__persist_arrive(uint32_t *counter, uint32_t b0, uint32_t b1) {
-    const bool last = atomicAdd(counter, 1u) == b1 - b0;
-    if (last) {
-        atomicExch(counter, 0u); /* every piece has arrived: ready for the next launch */
-        __threadfence();         /* the other blocks' records, before ours are read */
-    }
+    const bool last = kl__atom_add_acq_rel_gpu(counter, 1u) == b1 - b0;
+    if (last) atomicExch(counter, 0u); /* every piece has arrived: ready for the next launch */
     return last;
 }
 
@@ -234,39 +234,83 @@ static __device__ __forceinline__ void paged_decode__persist_find(Plan &plan, ui
     }
 }
 
-/* Block b's share and the sequence of its first tile (paged_decode__persist_find's
- * plan members): false, and nothing left in plan, for a block with nothing to do.
- * Up to THREADS sequences (every decode batch the benchmarks and tests
- * time), one pass: each thread reads one length once, and one block scan
- * gives both the total and the interval holding `first` (two barriers);
- * more sequences take paged_decode__persist_total, then _find (two reads
- * of seq_lens, four or more barriers: ~0.7 us more on the H200's trace,
- * docs/PERFORMANCE.md). Ends with a barrier either way. */
+/* Where block b's tiles begin: tile x, at sequence seq, whose units start
+ * at tile base, `tiles` each, window [wbegin, wend). */
+struct paged_decode__persist_first {
+    uint64_t x, base;
+    uint32_t seq, tiles, wbegin, wend;
+};
+
+/* Block b's share and where it begins (in every thread's registers): false
+ * for a block with nothing to do. Up to 32 sequences (a decode batch of 1
+ * to 32), every warp on its own: a lane a length, a warp scan, a ballot
+ * for the interval holding `first`; no barrier and no shared memory (the
+ * block scan below took the H100's trace 0.35-0.4 us longer from entry to
+ * the block's first tile found, docs/PERFORMANCE.md). Up to
+ * THREADS sequences, one block pass: each thread reads one length once,
+ * and one block scan gives both the total and the interval holding `first`
+ * (two barriers). More sequences take paged_decode__persist_total, then
+ * _find (two reads of seq_lens, four or more barriers: ~0.7 us more on the
+ * H200's trace). The block paths use plan's words and end with a barrier
+ * after every thread has read them. */
 template <int THREADS, class Plan>
 static __device__ __forceinline__ bool paged_decode__persist_locate(Plan &plan, const int32_t *seq_lens,
                                                                     uint32_t num_seqs, uint32_t num_kv_heads,
                                                                     uint32_t sliding_window,
                                                                     uint32_t max_blocks_per_seq, uint32_t block_size,
                                                                     uint32_t b, uint32_t nb,
-                                                                    paged_decode__persist_share &sh) {
+                                                                    paged_decode__persist_share &sh,
+                                                                    paged_decode__persist_first &at) {
+    const uint32_t tid = threadIdx.x;
+    if (num_seqs <= 32u) {
+        const uint32_t lane = tid & 31u;
+        uint32_t wb = 0, we = 0, t = 0;
+        if (lane < num_seqs)
+            t = paged_decode__unit_tiles(seq_lens, lane, sliding_window, max_blocks_per_seq, block_size, &wb, &we);
+        const uint64_t v = (uint64_t)t * num_kv_heads;
+        uint64_t incl = v;
+#pragma unroll
+        for (uint32_t o = 1; o < 32u; o <<= 1) {
+            const uint64_t u = __shfl_up_sync(PAGED_DECODE__FULL, incl, o);
+            if (lane >= o) incl += u;
+        }
+        const uint64_t total = __shfl_sync(PAGED_DECODE__FULL, incl, 31u);
+        if (!paged_decode__persist_share_of(total, b, nb, sh)) return false;
+        const uint64_t lo = incl - v;
+        const uint32_t hold = __ballot_sync(PAGED_DECODE__FULL, v != 0u && lo <= sh.first && sh.first < lo + v);
+        const uint32_t src = hold != 0u ? (uint32_t)__ffs((int)hold) - 1u : 0u; /* one lane: the intervals tile [0, total) */
+        at.x = sh.first;
+        at.seq = src;
+        at.base = __shfl_sync(PAGED_DECODE__FULL, lo, src);
+        at.tiles = __shfl_sync(PAGED_DECODE__FULL, t, src);
+        at.wbegin = __shfl_sync(PAGED_DECODE__FULL, wb, src);
+        at.wend = __shfl_sync(PAGED_DECODE__FULL, we, src);
+        return true;
+    }
     if (num_seqs > (uint32_t)THREADS) {
         const uint64_t total = paged_decode__persist_total<THREADS>(plan, seq_lens, num_seqs, num_kv_heads,
                                                                     sliding_window, max_blocks_per_seq, block_size);
         if (!paged_decode__persist_share_of(total, b, nb, sh)) return false;
         paged_decode__persist_find<THREADS>(plan, sh.first, seq_lens, num_seqs, num_kv_heads, sliding_window,
                                             max_blocks_per_seq, block_size);
-        return true;
+    } else {
+        uint32_t wb = 0, we = 0, t = 0;
+        if (tid < num_seqs)
+            t = paged_decode__unit_tiles(seq_lens, tid, sliding_window, max_blocks_per_seq, block_size, &wb, &we);
+        const uint64_t v = (uint64_t)t * num_kv_heads;
+        uint64_t total;
+        const uint64_t lo = paged_decode__block_scan<THREADS>(plan, v, &total);
+        if (!paged_decode__persist_share_of(total, b, nb, sh)) return false; /* uniform: every thread has total */
+        paged_decode__persist_hold(plan, sh.first, tid, lo, v, t, wb, we);
+        __syncthreads();
     }
-    const uint32_t tid = threadIdx.x;
-    uint32_t wb = 0, we = 0, t = 0;
-    if (tid < num_seqs)
-        t = paged_decode__unit_tiles(seq_lens, tid, sliding_window, max_blocks_per_seq, block_size, &wb, &we);
-    const uint64_t v = (uint64_t)t * num_kv_heads;
-    uint64_t total;
-    const uint64_t lo = paged_decode__block_scan<THREADS>(plan, v, &total);
-    if (!paged_decode__persist_share_of(total, b, nb, sh)) return false; /* uniform: every thread has total */
-    paged_decode__persist_hold(plan, sh.first, tid, lo, v, t, wb, we);
-    __syncthreads();
+    at.x = plan.x;
+    at.seq = plan.seq;
+    at.base = plan.base;
+    at.tiles = plan.tiles;
+    at.wbegin = plan.wbegin;
+    at.wend = plan.wend;
+    __syncthreads(); /* every thread has read the plan (the caller may reuse its words) */
     return true;
 }
 

@@ -8,6 +8,7 @@
 // with itself.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -339,9 +340,15 @@ TEST(EmuHalf, Bf16x2FmaAndMulRoundToNearestEven) {
 // ---- atomics -------------------------------------------------------------------------------
 
 TEST(EmuAtomics, GlobalAndSharedReadModifyWrite) {
-    emu::Buffer<int> out(4, emu::Access::kReadWrite, "out");
-    for (int i = 0; i < 4; ++i) out[i] = 0;
+    emu::Buffer<int> out(8, emu::Access::kReadWrite, "out");
+    for (int i = 0; i < 8; ++i) out[i] = 0;
+    out[4] = 7;
     EXPECT_CLEAN(emu::run(image(), "emu_test_atomics", {3, 1, 1}, {64, 1, 1}, 0, out.data()));
+    // atom.acq_rel.gpu.global.add.u32 (kl__atom_add_acq_rel_gpu): returns the old value, stores old + 10.
+    EXPECT_EQ(out[4], 37);
+    std::vector<int> olds = {out[5], out[6], out[7]};
+    std::sort(olds.begin(), olds.end());
+    EXPECT_EQ(olds, (std::vector<int>{7, 17, 27}));
     EXPECT_EQ(out[0], 192);               // 3 blocks x 64 threads
     EXPECT_EQ(out[2], 2 * (31 * 32 / 2));  // the last block's shared sum of lanes
     EXPECT_EQ(out[3], 63);                 // the CAS found the block's maximum index and swapped in -5

@@ -308,6 +308,27 @@ TEST_P(BulkEmulatedTest, PersistentCountersAlignmentAndManySequences) {
     run_case(width() != 8, c, 11, false, true);
 }
 
+// Up to 32 sequences every warp finds the block's first tile on its own (a
+// warp scan of one length a lane, no barrier); 33 take the block scan. At
+// 32 and 33 sequences of random lengths (zeros among them) over 9 and 6
+// blocks, the blocks start inside different sequences' units, in the last
+// lane's sequence too, and walk on across sequences.
+TEST_P(BulkEmulatedTest, PersistentFirstTileFoundByAWarpUpTo32SequencesAndByTheBlockPast) {
+    uint32_t seed = 9700 + width();
+    std::mt19937 gen(9710 + width());
+    for (uint32_t n : {32u, 33u}) {
+        Case c;
+        c.num_kv_heads = 2;
+        c.num_q_heads = 2 * width();
+        for (uint32_t i = 0; i < n; i++)
+            c.seq_lens.push_back(static_cast<int32_t>(gen() % 5u == 0u ? 0u : 1u + gen() % 60u));
+        c.seq_lens.back() = 45; /* the last lane's sequence holds tiles */
+        c.seed = seed++;
+        run_case(n == 32u, c, 9);
+        run_case(n != 32u, c, 6, false, true);
+    }
+}
+
 // The tensor-map twins (*_gqa_tma): block sizes 16 and 64 (a box is 16
 // slots of one cache block), lengths around the block and 2000 (the ring
 // wraps), windows that start and end inside a box (the rows outside are

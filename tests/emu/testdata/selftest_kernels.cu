@@ -136,6 +136,7 @@ extern "C" __global__ void emu_test_half_math(uint32_t *out, const uint32_t *in,
 /* Atomics on global and shared memory: every thread adds 1 to out[0] and
  * its lane to a shared counter, takes the max of its index into out[1];
  * thread 0 then stores the shared sum into out[2] and a CAS result in out[3]. */
+/* out[4]: 3 blocks' acquire-release adds of 10; out[5 + b]: block b's old value. */
 extern "C" __global__ void emu_test_atomics(int *out) {
     __shared__ int sum;
     if (threadIdx.x == 0) sum = 0;
@@ -147,6 +148,8 @@ extern "C" __global__ void emu_test_atomics(int *out) {
     if (threadIdx.x == 0) {
         out[2] = sum;
         out[3] = atomicCAS(&out[1], (int)blockDim.x - 1, -5);
+        /* atom.acq_rel.gpu.add: the old value, the sum left behind */
+        out[5 + blockIdx.x] = (int)kl__atom_add_acq_rel_gpu(reinterpret_cast<uint32_t *>(&out[4]), 10u);
     }
 }
 

@@ -1,0 +1,302 @@
+// bench/decode/read_probe.cu -- what a pure read of decode's bytes costs on
+// this GPU, with no attention in it: the ceiling the decode kernels' "fraction
+// of copy" is read against (docs/PERFORMANCE.md, "Decode: the read ceiling").
+// Bench-only, never part of the library: a CUDA-runtime program built by
+// bench/decode/read_probe.sh with nvcc (no Bazel rule builds host CUDA here).
+//
+//   bash bench/decode/read_probe.sh        # here: .gpu/bench/decode/read_probe
+//   .gpu/bench/decode/read_probe           # on the GPU machine
+//
+// 512 MiB (the bytes of decode_bench's 32 x 4096 bf16 shape), three sets
+// rotated so the L2 is cold, median of 40 launches after 25, CUDA events
+// around each (as decode_bench times its kernels). Each line: the time, the
+// read rate as a fraction of cuMemcpyDtoD's read + write rate in the same run,
+// and when each block ended (globaltimer, from the first block's start):
+// p10 / p50 / p90 / latest, and the SMs of the earliest and the latest.
+//   bulk       one block an SM of 288 threads: warp 0 lane 0 issues 1-D
+//              cp.async.bulk copies of 8 KiB into a ring of S slots behind
+//              mbarriers; 8 warps wait for each slot and release it (no
+//              compute). Each block reads its own contiguous share.
+//   boxes      the same ring filled as decode's _tma kernels fill theirs: a
+//              tile is 4 tensor-map boxes of 64 bf16 x 16 rows in the 128-byte
+//              swizzle, rows 2 KiB apart (one KV head's rows of the contract's
+//              [block, slot, 8 KV heads, 128] cache), a block's tiles head by
+//              head.
+//   boxes dyn  boxes, the tiles claimed C at a time from a global counter
+//              (claimed one chunk ahead), so fast SMs take more.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CK(x)                                                                          \
+    do {                                                                               \
+        cudaError_t e_ = (x);                                                          \
+        if (e_ != cudaSuccess) {                                                       \
+            std::fprintf(stderr, "read_probe: %s: %s\n", #x, cudaGetErrorString(e_)); \
+            std::exit(1);                                                              \
+        }                                                                              \
+    } while (0)
+
+namespace {
+
+constexpr unsigned kTile = 8192, kSlots = 16;
+
+__device__ __forceinline__ unsigned long long gtimer() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ unsigned smid() {
+    unsigned s;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+    return s;
+}
+__device__ __forceinline__ void mb_init(unsigned a, unsigned n) {
+    asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(a), "r"(n));
+}
+__device__ __forceinline__ void mb_expect(unsigned a, unsigned tx) {
+    asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" ::"r"(a), "r"(tx) : "memory");
+}
+__device__ __forceinline__ void mb_arrive(unsigned a) {
+    asm volatile("mbarrier.arrive.shared.b64 _, [%0];" ::"r"(a) : "memory");
+}
+__device__ __forceinline__ void mb_wait(unsigned a, unsigned ph) {
+    asm volatile("{ .reg .pred p; W: mbarrier.try_wait.parity.shared.b64 p, [%0], %1; @!p bra W; }" ::"r"(a),
+                 "r"(ph)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_1d(unsigned dst, const void *src, unsigned n, unsigned bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+                 "l"(src), "r"(n), "r"(bar)
+                 : "memory");
+}
+__device__ __forceinline__ void box_2d(unsigned dst, const CUtensorMap *map, int c0, int c1, unsigned bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+            dst),
+        "l"(map), "r"(c0), "r"(c1), "r"(bar)
+        : "memory");
+}
+
+// The ring: NS slots of kTile bytes (1024-aligned for the swizzle), full and
+// empty mbarriers. Tile k: slot k % NS, consumer warp 1 + k % 8.
+struct Ring {
+    unsigned ring, full, empty;
+};
+template <unsigned NS>
+__device__ Ring ring_setup(unsigned char *sm, unsigned long long *bars) {
+    Ring r;
+    r.ring = ((unsigned)__cvta_generic_to_shared(sm) + 1023u) & ~1023u;
+    r.full = (unsigned)__cvta_generic_to_shared(bars);
+    r.empty = r.full + 8u * NS;
+    if (threadIdx.x == 0) {
+        for (unsigned s = 0; s < NS; ++s) mb_init(r.full + 8 * s, 1), mb_init(r.empty + 8 * s, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;");
+    }
+    __syncthreads();
+    return r;
+}
+// Warps 1..8 wait for their tiles, touch a word, release; a tag of -1 ends.
+template <unsigned NS>
+__device__ int consume(const Ring &r, const unsigned char *sm, const volatile int *tag) {
+    int acc = 0;
+    const unsigned w = threadIdx.x / 32u - 1u, lane = threadIdx.x & 31u;
+    const unsigned char *base = sm + (r.ring - (unsigned)__cvta_generic_to_shared(sm));
+    for (unsigned k = w;; k += 8u) {
+        const unsigned s = k % NS;
+        mb_wait(r.full + 8 * s, (k / NS) & 1u);
+        if (tag[s] < 0) break;
+        acc ^= reinterpret_cast<const volatile int *>(base + s * kTile)[lane];
+        __syncwarp();
+        if (lane == 0) mb_arrive(r.empty + 8 * s);
+    }
+    return acc;
+}
+template <unsigned NS>
+__device__ void finish(const Ring &r, int *tag, unsigned k) { /* 8 end markers, one per consumer warp */
+    for (unsigned e = 0; e < 8u; ++e, ++k) {
+        const unsigned s = k % NS;
+        mb_wait(r.empty + 8 * s, ((k / NS) & 1u) ^ 1u);
+        tag[s] = -1;
+        mb_arrive(r.full + 8 * s);
+    }
+}
+__device__ void stamp(unsigned long long *stamps, unsigned long long t0, int acc, int *sink) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        stamps[3 * blockIdx.x] = t0;
+        stamps[3 * blockIdx.x + 1] = gtimer();
+        stamps[3 * blockIdx.x + 2] = smid();
+    }
+    if (acc == 0x12345678) *sink = 1; /* keeps the reads */
+}
+
+// mode 0: 1-D copies of a contiguous share; mode 1: boxes, a static share;
+// mode 2: boxes, chunks of C tiles claimed from *ctr.
+template <unsigned NS>
+__global__ void __launch_bounds__(288) probe(int mode, const char *src, size_t share, const __grid_constant__ CUtensorMap map,
+                                             unsigned rows_per_share, unsigned nshares, unsigned chunk, unsigned *ctr,
+                                             unsigned long long *stamps, int *sink) {
+    extern __shared__ __align__(1024) unsigned char sm[];
+    __shared__ __align__(8) unsigned long long bars[2 * NS];
+    __shared__ int tag[NS];
+    const Ring r = ring_setup<NS>(sm, bars);
+    const unsigned long long t0 = gtimer();
+    int acc = 0;
+    if (threadIdx.x >= 32u) {
+        acc = consume<NS>(r, sm, tag);
+    } else if (threadIdx.x == 0) {
+        const unsigned half = rows_per_share / 2u, bands = half / 16u, per = 8u * bands;
+        auto issue = [&](unsigned k, unsigned t) { /* tile t into stream slot k */
+            const unsigned s = k % NS;
+            mb_wait(r.empty + 8 * s, ((k / NS) & 1u) ^ 1u);
+            tag[s] = (int)t;
+            mb_expect(r.full + 8 * s, kTile);
+            if (mode == 0) {
+                bulk_1d(r.ring + s * kTile, src + share * blockIdx.x + (size_t)t * kTile, kTile, r.full + 8 * s);
+                return;
+            }
+            const unsigned sh = t / per, kk = t % per, h = kk / bands, j = kk % bands;
+            for (unsigned q = 0; q < 4u; ++q) /* K dims 0-63, 64-127, then V's */
+                box_2d(r.ring + s * kTile + q * 2048u, &map, (int)(h * 128u + (q & 1u) * 64u),
+                       (int)(sh * rows_per_share + (q >> 1) * half + 16u * j), r.full + 8 * s);
+        };
+        unsigned k = 0;
+        if (mode == 0) {
+            for (unsigned t = 0; t < share / kTile; ++t) issue(k++, t);
+        } else if (mode == 1) {
+            for (unsigned t = 0; t < per; ++t) issue(k++, blockIdx.x * per + t);
+        } else {
+            const unsigned total = per * nshares, nch = (total + chunk - 1u) / chunk;
+            unsigned cur = blockIdx.x, nxt = atomicAdd(ctr, 1u) + gridDim.x; /* the first chunk is the block's own */
+            while (cur < nch) {
+                for (unsigned t = cur * chunk; t < min(total, cur * chunk + chunk); ++t) issue(k++, t);
+                cur = nxt;
+                if (cur < nch) nxt = atomicAdd(ctr, 1u) + gridDim.x;
+            }
+        }
+        finish<NS>(r, tag, k);
+    }
+    stamp(stamps, t0, acc, sink);
+}
+
+}  // namespace
+
+int main() {
+    const size_t bytes = size_t{512} << 20;
+    int nsm = 0;
+    CK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    std::vector<char *> src(3);
+    for (auto &s : src) {
+        CK(cudaMalloc(&s, bytes));
+        CK(cudaMemset(s, 1, bytes));
+    }
+    void *dst;
+    CK(cudaMalloc(&dst, bytes));
+    unsigned *ctr;
+    unsigned long long *st;
+    int *sink;
+    constexpr int kCounters = 128;
+    CK(cudaMalloc(&ctr, 4 * kCounters));
+    CK(cudaMalloc(&st, 3 * 8 * 1024));
+    CK(cudaMalloc(&sink, 4));
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    auto median_us = [&](auto fn) {
+        std::vector<float> v;
+        for (int i = 0; i < 25; ++i) fn(i);
+        for (int i = 0; i < 40; ++i) {
+            CK(cudaEventRecord(a));
+            fn(i);
+            CK(cudaEventRecord(b));
+            CK(cudaEventSynchronize(b));
+            float ms = 0;
+            CK(cudaEventElapsedTime(&ms, a, b));
+            v.push_back(ms * 1e3f);
+        }
+        CK(cudaGetLastError());
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
+    const double copy_us = median_us([&](int i) { CK(cudaMemcpyAsync(dst, src[i % 3], bytes, cudaMemcpyDeviceToDevice)); });
+    const double copy = 2.0 * bytes / (copy_us * 1e3);
+    std::printf("read_probe on %s (%d SMs): copy %.1f us, %.0f GB/s (read + write)\n", prop.name, nsm, copy_us, copy);
+
+    // The boxes' view: rows of 2048 bytes (8 KV heads x 128 bf16), 128 shares.
+    const unsigned nshares = 128, rows = (unsigned)(bytes / 2048 / nshares) / 32u * 32u;
+    std::vector<CUtensorMap> maps(3);
+    for (int i = 0; i < 3; ++i) {
+        cuuint64_t dims[2] = {1024, (cuuint64_t)rows * nshares};
+        cuuint64_t strides[1] = {2048};
+        cuuint32_t box[2] = {64, 16}, es[2] = {1, 1};
+        if (cuTensorMapEncodeTiled(&maps[i], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, src[i], dims, strides, box, es,
+                                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+            std::fprintf(stderr, "read_probe: cuTensorMapEncodeTiled failed\n");
+            return 1;
+        }
+    }
+    const unsigned smem = kSlots * kTile + 1024;
+    CK(cudaFuncSetAttribute(probe<kSlots>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CK(cudaFuncSetAttribute(probe<kSlots / 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem / 2 + 512));
+
+    auto report = [&](const char *name, int blocks, double us, double read_bytes) {
+        CK(cudaDeviceSynchronize());
+        std::vector<unsigned long long> h(3 * blocks);
+        CK(cudaMemcpy(h.data(), st, 8 * h.size(), cudaMemcpyDeviceToHost));
+        unsigned long long t0 = ~0ull;
+        for (int k = 0; k < blocks; ++k) t0 = std::min(t0, h[3 * k]);
+        std::vector<std::pair<double, int>> e;
+        for (int k = 0; k < blocks; ++k) e.push_back({(h[3 * k + 1] - t0) * 1e-3, (int)h[3 * k + 2]});
+        std::sort(e.begin(), e.end());
+        const double gbps = read_bytes / (us * 1e3);
+        std::printf("%-34s %7.1f us %6.0f GB/s = %.3f of copy; ends p10 %.1f p50 %.1f p90 %.1f latest %.1f us; "
+                    "earliest sm",
+                    name, us, gbps, gbps / copy, e[e.size() / 10].first, e[e.size() / 2].first,
+                    e[e.size() * 9 / 10].first, e.back().first);
+        for (int i = 0; i < 4; ++i) std::printf(" %d", e[i].second);
+        std::printf(", latest sm");
+        for (int i = 0; i < 4; ++i) std::printf(" %d", e[e.size() - 1 - i].second);
+        std::printf("\n");
+    };
+    for (int blocks : {128, nsm, 2 * nsm}) {
+        const bool two = blocks == 2 * nsm;
+        const size_t share = bytes / blocks / kTile * kTile;
+        const double us = median_us([&](int i) {
+            if (two)
+                probe<kSlots / 2><<<blocks, 288, smem / 2 + 512>>>(0, src[i % 3], share, maps[0], 0, 0, 0, ctr, st, sink);
+            else
+                probe<kSlots><<<blocks, 288, smem>>>(0, src[i % 3], share, maps[0], 0, 0, 0, ctr, st, sink);
+        });
+        char name[64];
+        std::snprintf(name, sizeof name, "bulk 8 KiB, %d blocks%s", blocks, two ? " (2 an SM)" : "");
+        report(name, blocks, us, (double)share * blocks);
+    }
+    const double box_bytes = (double)rows * 2048 * nshares;
+    double us = median_us([&](int i) {
+        probe<kSlots><<<nshares, 288, smem>>>(1, nullptr, 0, maps[i % 3], rows, nshares, 0, ctr, st, sink);
+    });
+    report("boxes, 128 blocks", nshares, us, box_bytes);
+    for (unsigned chunk : {16u, 64u}) {
+        for (int blocks : {128, nsm}) {
+            // A zeroed counter a launch (median_us launches 65 times, i < 40).
+            CK(cudaMemset(ctr, 0, 4 * kCounters));
+            int launch = 0;
+            us = median_us([&](int i) {
+                probe<kSlots><<<blocks, 288, smem>>>(2, nullptr, 0, maps[i % 3], rows, nshares, chunk,
+                                                     ctr + launch++ % kCounters, st, sink);
+            });
+            char name[64];
+            std::snprintf(name, sizeof name, "boxes dyn %u tiles, %d blocks", chunk, blocks);
+            report(name, blocks, us, box_bytes);
+        }
+    }
+    return 0;
+}
