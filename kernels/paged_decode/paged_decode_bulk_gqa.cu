@@ -146,6 +146,7 @@ struct paged_decode__bulk_plan {
     uint64_t red[PAGED_DECODE__BULK_THREADS / 32];
     uint64_t base, x;
     uint32_t seq, tiles, wbegin, wend, last, more;
+    uint32_t b0, b1, s0; /* a cut piece's blocks and b0's record slot */
     paged_decode__bulk_sched_persist sched;
     paged_decode__bulk_piece piece;
 };
@@ -159,17 +160,18 @@ struct paged_decode__bulk_dest {
     __device__ __forceinline__ const paged_decode__bulk_dest *operator->() const { return this; }
 };
 
-/* The cut unit starting at tile su is complete: merge its records of
- * blocks b0 .. b1 in block order into its NH output rows, by the 256
- * consumer threads (V = NH * 128 / 256 elements each). One L2 round trip
- * per 16 records: every thread issues the (m, l) and accumulator loads of
- * its head for 16 records at once (records past b1 load b1's again and are
- * masked), then combines them in block order. */
+/* The cut unit's pieces are complete: merge its records of blocks b0 ..
+ * b1 in block order into its NH output rows, by the 256 consumer threads
+ * (V = NH * 128 / 256 elements each). Block bb's record is its slot 0
+ * (the unit began at or before bb's first tile: every bb past b0) or, for
+ * b0 alone, s0. One L2 round trip per 16 records: every thread issues the
+ * (m, l) and accumulator loads of its head for 16 records at once (records
+ * past b1 load b1's again and are masked), then combines them in block
+ * order. */
 template <int NH, bool VEC>
 static __device__ __forceinline__ void paged_decode__bulk_merge_records(const float *workspace, __nv_bfloat16 *orow,
-                                                                        uint32_t nb,
-                                                                        const paged_decode__persist_share &sh,
-                                                                        uint64_t su, uint32_t b0, uint32_t b1) {
+                                                                        uint32_t nb, uint32_t b0, uint32_t b1,
+                                                                        uint32_t s0) {
     constexpr int V = NH * 128 / PAGED_DECODE__THREADS;
     constexpr int RB = 16;
     static_assert(V >= 1 && NH * 128 == V * PAGED_DECODE__THREADS, "the consumers split a unit's rows evenly");
@@ -185,7 +187,7 @@ static __device__ __forceinline__ void paged_decode__bulk_merge_records(const fl
 #pragma unroll
         for (int j = 0; j < RB; ++j) {
             const uint32_t bb = c + (uint32_t)j <= b1 ? c + (uint32_t)j : b1;
-            const uint32_t rec = bb * 2u + (su <= paged_decode__cta_first(bb, sh.tq, sh.tr, sh.nt) ? 0u : 1u);
+            const uint32_t rec = bb * 2u + (bb == b0 ? s0 : 0u);
             const uint64_t at = (uint64_t)rec * NH + h;
             mj[j] = __ldcg(ml + 2u * at);
             lj[j] = __ldcg(ml + 2u * at + 1u);
@@ -348,7 +350,15 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
     if (tid == 0u) plan.sched = sched;
     const paged_decode__bulk_piece &p = plan.piece;
     for (;;) {
-        if (tid == 0u) plan.more = plan.sched.next(plan.piece) ? 1u : 0u;
+        if (tid == 0u) {
+            plan.more = plan.sched.next(plan.piece) ? 1u : 0u;
+            /* A cut piece's blocks (two searches over the shares) now, off
+             * the tail between its last tile and its arrival. */
+            if (plan.more && !plan.piece.whole) {
+                paged_decode__persist_blocks_of(plan.piece.su, plan.piece.ue, sh, &plan.b0, &plan.b1);
+                plan.s0 = plan.piece.su <= paged_decode__cta_first(plan.b0, sh.tq, sh.tr, sh.nt) ? 0u : 1u;
+            }
+        }
         kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS);
         if (!plan.more) break;
 #ifdef PAGED_DECODE_TRACE
@@ -376,8 +386,7 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
          * were two MEMBAR.SC.GPU (docs/PERFORMANCE.md: with the warp's
          * locate, 1 x 32768 0.8% faster on the H100). */
         kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS);
-        uint32_t b0, b1; /* every thread: the merge below reads them */
-        paged_decode__persist_blocks_of(p.su, p.ue, sh, &b0, &b1);
+        const uint32_t b0 = plan.b0, b1 = plan.b1; /* every thread: the merge below reads them */
         if (tid == 0u) {
             plan.last = paged_decode__persist_arrive(counters + (uint64_t)p.seq * num_kv_heads + p.kvh, b0, b1) ? 1u : 0u;
         }
@@ -385,11 +394,11 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
         if (tid == 0u) PAGED_DECODE__STAMP(9); /* a cut piece's arrival counted */
         if (plan.last) {
             __nv_bfloat16 *orow = dest.orow;
-            const uint64_t su = p.su;
+            const uint32_t s0 = plan.s0;
             if ((reinterpret_cast<uintptr_t>(workspace) & 15u) == 0u)
-                paged_decode__bulk_merge_records<NH, true>(workspace, orow, nb, sh, su, b0, b1);
+                paged_decode__bulk_merge_records<NH, true>(workspace, orow, nb, b0, b1, s0);
             else
-                paged_decode__bulk_merge_records<NH, false>(workspace, orow, nb, sh, su, b0, b1);
+                paged_decode__bulk_merge_records<NH, false>(workspace, orow, nb, b0, b1, s0);
             if (tid == 0u) PAGED_DECODE__STAMP(10); /* the last arrival's merge done */
         }
         kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS); /* the piece and the flag read */

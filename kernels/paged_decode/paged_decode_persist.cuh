@@ -48,8 +48,17 @@ static __device__ __forceinline__ uint64_t paged_decode__cta_first(uint32_t b, u
     return (uint64_t)b * q + (uint32_t)(b * r) / nb;
 }
 
-/* The block whose tiles hold tile x: the largest b < nb with first(b) <= x. */
+/* The block whose tiles hold tile x: the largest b < nb with first(b) <=
+ * x. first(b) = floor(b T / nb) (T = q nb + r tiles, T >= nb), and
+ * floor(b T / nb) <= x exactly when b T <= (x + 1) nb - 1, so b =
+ * floor(((x + 1) nb - 1) / T): one division, where the binary search it
+ * replaced (kept for x past 2^47, where (x + 1) nb could overflow) took
+ * ~2 x 8 dependent ones on a cut piece's tail (docs/PERFORMANCE.md). */
 static __device__ __forceinline__ uint32_t paged_decode__cta_of(uint64_t x, uint64_t q, uint32_t r, uint32_t nb) {
+    if (x < (1ull << 47)) { /* nb <= 65535: (x + 1) nb < 2^63 */
+        const uint64_t b = ((x + 1u) * nb - 1u) / (q * nb + r);
+        return b < nb ? (uint32_t)b : nb - 1u;
+    }
     uint32_t lo = 0, hi = nb - 1u;
     while (lo < hi) {
         const uint32_t mid = lo + (hi - lo + 1u) / 2u;
