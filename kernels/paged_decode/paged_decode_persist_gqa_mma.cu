@@ -59,8 +59,9 @@
  *
  * ORDER. Writers: every thread stores its part of the record, fences
  * (__threadfence), the block meets at a barrier, then thread 0 adds 1 to
- * the unit's counter. The last arrival (old value == pieces - 1) fences
- * again, resets the counter to 0 for the next launch, and the block reads
+ * the unit's counter with an acquire-release add (paged_decode__persist_arrive).
+ * The last arrival (old value == pieces - 1), whose add acquired every other
+ * block's record, resets the counter to 0 for the next launch, and the block reads
  * the records with ld.global.cg (L2, never the non-coherent path: they
  * were written during this launch). No block waits for another, so the
  * schedule is correct under any order of the blocks (the emulator runs
