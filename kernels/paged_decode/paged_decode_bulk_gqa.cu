@@ -352,8 +352,8 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
     for (;;) {
         if (tid == 0u) {
             plan.more = plan.sched.next(plan.piece) ? 1u : 0u;
-            /* A cut piece's blocks (two searches over the shares) now, off
-             * the tail between its last tile and its arrival. */
+            /* A cut piece's blocks and b0's record slot now, off the tail
+             * between its last tile and its arrival (docs/PERFORMANCE.md). */
             if (plan.more && !plan.piece.whole) {
                 paged_decode__persist_blocks_of(plan.piece.su, plan.piece.ue, sh, &plan.b0, &plan.b1);
                 plan.s0 = plan.piece.su <= paged_decode__cta_first(plan.b0, sh.tq, sh.tr, sh.nt) ? 0u : 1u;
