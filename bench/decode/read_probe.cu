@@ -22,8 +22,9 @@
 //              swizzle, rows 2 KiB apart (one KV head's rows of the contract's
 //              [block, slot, 8 KV heads, 128] cache), a block's tiles head by
 //              head.
-//   boxes dyn  boxes, the tiles claimed C at a time from a global counter
-//              (claimed one chunk ahead), so fast SMs take more.
+//   boxes dyn  boxes, the tiles in chunks of C: a block's first chunk is
+//              its own, the rest claimed from a global counter one chunk
+//              ahead (a zeroed counter a launch), so fast SMs take more.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
