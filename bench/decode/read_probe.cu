@@ -33,6 +33,11 @@
 #include <cstdlib>
 #include <vector>
 
+/* The library's wrappers of the instructions the ring uses (mbarriers, bulk
+ * and tensor copies, %globaltimer). */
+#include "kernels/common/kl_ptx.cuh"
+#include "kernels/common/kl_ptx_sm90.cuh"
+
 #define CK(x)                                                                          \
     do {                                                                               \
         cudaError_t e_ = (x);                                                          \
@@ -46,41 +51,14 @@ namespace {
 
 constexpr unsigned kTile = 8192, kSlots = 16;
 
-__device__ __forceinline__ unsigned long long gtimer() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
+/* Device code for the sm_90a pass only: the wrappers above exist there. */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* %smid: which SM a block ran on (no library kernel reads it, so it has no
+ * kl_ptx wrapper; this file is never built for the emulator). */
 __device__ __forceinline__ unsigned smid() {
     unsigned s;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
     return s;
-}
-__device__ __forceinline__ void mb_init(unsigned a, unsigned n) {
-    asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(a), "r"(n));
-}
-__device__ __forceinline__ void mb_expect(unsigned a, unsigned tx) {
-    asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" ::"r"(a), "r"(tx) : "memory");
-}
-__device__ __forceinline__ void mb_arrive(unsigned a) {
-    asm volatile("mbarrier.arrive.shared.b64 _, [%0];" ::"r"(a) : "memory");
-}
-__device__ __forceinline__ void mb_wait(unsigned a, unsigned ph) {
-    asm volatile("{ .reg .pred p; W: mbarrier.try_wait.parity.shared.b64 p, [%0], %1; @!p bra W; }" ::"r"(a),
-                 "r"(ph)
-                 : "memory");
-}
-__device__ __forceinline__ void bulk_1d(unsigned dst, const void *src, unsigned n, unsigned bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-                 "l"(src), "r"(n), "r"(bar)
-                 : "memory");
-}
-__device__ __forceinline__ void box_2d(unsigned dst, const CUtensorMap *map, int c0, int c1, unsigned bar) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-            dst),
-        "l"(map), "r"(c0), "r"(c1), "r"(bar)
-        : "memory");
 }
 
 // The ring: NS slots of kTile bytes (1024-aligned for the swizzle), full and
@@ -95,8 +73,8 @@ __device__ Ring ring_setup(unsigned char *sm, unsigned long long *bars) {
     r.full = (unsigned)__cvta_generic_to_shared(bars);
     r.empty = r.full + 8u * NS;
     if (threadIdx.x == 0) {
-        for (unsigned s = 0; s < NS; ++s) mb_init(r.full + 8 * s, 1), mb_init(r.empty + 8 * s, 1);
-        asm volatile("fence.mbarrier_init.release.cluster;");
+        for (unsigned s = 0; s < NS; ++s) kl__mbar_init(r.full + 8 * s, 1), kl__mbar_init(r.empty + 8 * s, 1);
+        kl__fence_proxy_async_shared(); /* the inits, before the copy engine sees them */
     }
     __syncthreads();
     return r;
@@ -109,11 +87,11 @@ __device__ int consume(const Ring &r, const unsigned char *sm, const volatile in
     const unsigned char *base = sm + (r.ring - (unsigned)__cvta_generic_to_shared(sm));
     for (unsigned k = w;; k += 8u) {
         const unsigned s = k % NS;
-        mb_wait(r.full + 8 * s, (k / NS) & 1u);
+        kl__mbar_wait(r.full + 8 * s, (k / NS) & 1u);
         if (tag[s] < 0) break;
         acc ^= reinterpret_cast<const volatile int *>(base + s * kTile)[lane];
         __syncwarp();
-        if (lane == 0) mb_arrive(r.empty + 8 * s);
+        if (lane == 0) kl__mbar_arrive(r.empty + 8 * s);
     }
     return acc;
 }
@@ -121,16 +99,16 @@ template <unsigned NS>
 __device__ void finish(const Ring &r, int *tag, unsigned k) { /* 8 end markers, one per consumer warp */
     for (unsigned e = 0; e < 8u; ++e, ++k) {
         const unsigned s = k % NS;
-        mb_wait(r.empty + 8 * s, ((k / NS) & 1u) ^ 1u);
+        kl__mbar_wait(r.empty + 8 * s, ((k / NS) & 1u) ^ 1u);
         tag[s] = -1;
-        mb_arrive(r.full + 8 * s);
+        kl__mbar_arrive(r.full + 8 * s);
     }
 }
 __device__ void stamp(unsigned long long *stamps, unsigned long long t0, int acc, int *sink) {
     __syncthreads();
     if (threadIdx.x == 0) {
         stamps[3 * blockIdx.x] = t0;
-        stamps[3 * blockIdx.x + 1] = gtimer();
+        stamps[3 * blockIdx.x + 1] = kl__globaltimer();
         stamps[3 * blockIdx.x + 2] = smid();
     }
     if (acc == 0x12345678) *sink = 1; /* keeps the reads */
@@ -138,15 +116,18 @@ __device__ void stamp(unsigned long long *stamps, unsigned long long t0, int acc
 
 // mode 0: 1-D copies of a contiguous share; mode 1: boxes, a static share;
 // mode 2: boxes, chunks of C tiles claimed from *ctr.
+#endif /* __CUDA_ARCH_FEAT_SM90_ALL */
+
 template <unsigned NS>
 __global__ void __launch_bounds__(288) probe(int mode, const char *src, size_t share, const __grid_constant__ CUtensorMap map,
                                              unsigned rows_per_share, unsigned nshares, unsigned chunk, unsigned *ctr,
                                              unsigned long long *stamps, int *sink) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char sm[];
     __shared__ __align__(8) unsigned long long bars[2 * NS];
     __shared__ int tag[NS];
     const Ring r = ring_setup<NS>(sm, bars);
-    const unsigned long long t0 = gtimer();
+    const unsigned long long t0 = kl__globaltimer();
     int acc = 0;
     if (threadIdx.x >= 32u) {
         acc = consume<NS>(r, sm, tag);
@@ -154,16 +135,16 @@ __global__ void __launch_bounds__(288) probe(int mode, const char *src, size_t s
         const unsigned half = rows_per_share / 2u, bands = half / 16u, per = 8u * bands;
         auto issue = [&](unsigned k, unsigned t) { /* tile t into stream slot k */
             const unsigned s = k % NS;
-            mb_wait(r.empty + 8 * s, ((k / NS) & 1u) ^ 1u);
+            kl__mbar_wait(r.empty + 8 * s, ((k / NS) & 1u) ^ 1u);
             tag[s] = (int)t;
-            mb_expect(r.full + 8 * s, kTile);
+            kl__mbar_arrive_expect_tx(r.full + 8 * s, kTile);
             if (mode == 0) {
-                bulk_1d(r.ring + s * kTile, src + share * blockIdx.x + (size_t)t * kTile, kTile, r.full + 8 * s);
+                kl__bulk_load(r.ring + s * kTile, src + share * blockIdx.x + (size_t)t * kTile, kTile, r.full + 8 * s);
                 return;
             }
             const unsigned sh = t / per, kk = t % per, h = kk / bands, j = kk % bands;
             for (unsigned q = 0; q < 4u; ++q) /* K dims 0-63, 64-127, then V's */
-                box_2d(r.ring + s * kTile + q * 2048u, &map, (int)(h * 128u + (q & 1u) * 64u),
+                kl__tma_load_2d(r.ring + s * kTile + q * 2048u, &map, (int)(h * 128u + (q & 1u) * 64u),
                        (int)(sh * rows_per_share + (q >> 1) * half + 16u * j), r.full + 8 * s);
         };
         unsigned k = 0;
@@ -183,6 +164,7 @@ __global__ void __launch_bounds__(288) probe(int mode, const char *src, size_t s
         finish<NS>(r, tag, k);
     }
     stamp(stamps, t0, acc, sink);
+#endif
 }
 
 }  // namespace

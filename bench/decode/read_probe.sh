@@ -9,5 +9,5 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 out=${1:-.gpu/bench/decode/read_probe}
 mkdir -p "$(dirname "$out")"
-/usr/local/cuda/bin/nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/decode/read_probe.cu -lcuda -o "$out"
+/usr/local/cuda/bin/nvcc -O3 -std=c++17 -I. -gencode arch=compute_90a,code=sm_90a bench/decode/read_probe.cu -lcuda -o "$out"
 echo "read_probe.sh: $out"

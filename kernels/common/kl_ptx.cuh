@@ -181,6 +181,13 @@ static __device__ __forceinline__ uint32_t kl__atom_add_acq_rel_gpu(uint32_t *p,
     asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
     return old;
 }
+/* The GPU's global timer, nanoseconds (%globaltimer): for waits that give
+ * up after a time, and the bench-only trace builds' stamps. */
+static __device__ __forceinline__ uint64_t kl__globaltimer() {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+    return t;
+}
 /* griddepcontrol (sm_90): a no-op below sm_90 and without a dependent launch. */
 static __device__ __forceinline__ void kl__griddep_launch_dependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -257,12 +257,11 @@ static __device__ __noinline__ bool grouped_gemm_tma__pace(const uint32_t *count
     (void)target;
     return false;
 #else
-    unsigned long long seen_at, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(seen_at));
+    uint64_t seen_at = kl__globaltimer();
     uint32_t seen = *(const volatile uint32_t *)counters;
     while (seen < target) {
         __nanosleep(128);
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        const uint64_t t = kl__globaltimer();
         const uint32_t now = *(const volatile uint32_t *)counters;
         if (now != seen) {
             seen = now;
@@ -285,9 +284,7 @@ static __device__ __noinline__ bool grouped_gemm_tma__pace(const uint32_t *count
 __device__ unsigned long long grouped_gemm_tma__trace[4 * 1024];
 #define GROUPED_GEMM_TMA__STAMP(i)                                                       \
     do {                                                                                 \
-        unsigned long long t_;                                                           \
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                           \
-        if (blockIdx.x < 1024u) grouped_gemm_tma__trace[4u * blockIdx.x + (i)] = t_;     \
+        if (blockIdx.x < 1024u) grouped_gemm_tma__trace[4u * blockIdx.x + (i)] = kl__globaltimer(); \
     } while (0)
 #else
 #define GROUPED_GEMM_TMA__STAMP(i) \

@@ -119,8 +119,7 @@
 __device__ unsigned long long paged_decode__trace[PAGED_DECODE__TRACE_BLOCKS * 32u];
 #define PAGED_DECODE__STAMP(i)                                                                  \
     do {                                                                                        \
-        unsigned long long t_;                                                                  \
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                                 \
+        const unsigned long long t_ = kl__globaltimer();                                       \
         if (blockIdx.x < PAGED_DECODE__TRACE_BLOCKS) {                                          \
             paged_decode__trace[blockIdx.x * 32u + (i)] = t_;                                   \
             paged_decode__trace[blockIdx.x * 32u + 16u + (i)] = (unsigned long long)clock64();  \

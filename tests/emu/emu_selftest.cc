@@ -355,6 +355,13 @@ TEST(EmuAtomics, GlobalAndSharedReadModifyWrite) {
     EXPECT_EQ(out[1], -5);
 }
 
+TEST(EmuForms, GlobaltimerReadsNanosecondsInOrder) {
+    emu::Buffer<unsigned long long> out(2, emu::Access::kWrite, "out");
+    EXPECT_CLEAN(emu::run(image(), "emu_test_globaltimer", {1, 1, 1}, {32, 1, 1}, 0, out.data()));
+    EXPECT_GT(out[0], 0ull);
+    EXPECT_LE(out[0], out[1]);
+}
+
 // ---- more instruction forms ------------------------------------------------------------------
 
 TEST(EmuForms, ZeroFillCpAsyncLdmatrixX2BarRedScalarFp8) {

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include <chrono>
 #include <string>
 
 #include "tests/emu/emu.h"
@@ -316,6 +317,11 @@ uint32_t dynamic_smem_base() { return emu::dynamic_base(); }
 // launch order here, so both are order points with nothing to wait for.
 void griddep_launch_dependents() {}
 void griddep_wait() {}
+uint64_t globaltimer() {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
+}
 
 // cvt.rn.f16x2.e4m3x2 d, a: the upper byte of a to the upper half of d, the
 // lower byte to the lower half; every E4M3 value is exact in f16.

@@ -58,6 +58,7 @@ uint32_t dynamic_smem_size();
 uint32_t dynamic_smem_base();  // shared-window address of the dynamic shared memory
 void griddep_launch_dependents();
 void griddep_wait();
+uint64_t globaltimer();  // %globaltimer: the host's monotonic clock, nanoseconds
 uint32_t cvt_f16x2_e4m3x2(uint16_t packed);
 uint16_t cvt_e4m3x2_f32_satfinite(float a_hi, float b_lo);
 [[noreturn]] void unsupported(const char *what);

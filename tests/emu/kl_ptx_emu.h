@@ -71,6 +71,7 @@ static inline uint16_t kl__cvt_e4m3x2_f32(float hi, float lo) { return ::emu::cu
 
 static inline void kl__bar_sync(uint32_t id, uint32_t threads) { ::emu::cu::bar_sync(id, threads); }
 static inline uint32_t kl__dynamic_smem_size() { return ::emu::cu::dynamic_smem_size(); }
+static inline uint64_t kl__globaltimer() { return ::emu::cu::globaltimer(); }
 // The emulator runs one thread at a time: every atomic is sequentially consistent.
 static inline uint32_t kl__atom_add_acq_rel_gpu(uint32_t *p, uint32_t v) { return atomicAdd(p, v); }
 static inline void kl__griddep_launch_dependents() { ::emu::cu::griddep_launch_dependents(); }

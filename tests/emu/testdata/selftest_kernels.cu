@@ -153,6 +153,14 @@ extern "C" __global__ void emu_test_atomics(int *out) {
     }
 }
 
+/* %globaltimer (kl__globaltimer): two reads of thread 0, in order. */
+extern "C" __global__ void emu_test_globaltimer(unsigned long long *out) {
+    if (threadIdx.x == 0) {
+        out[0] = kl__globaltimer();
+        out[1] = kl__globaltimer();
+    }
+}
+
 /* More forms: cp.async with zero fill, ldmatrix.x2, bar.red, scalar fp8.
  * out[0..3]: the 16 bytes a zero-filling cp.async of 6 source bytes lands;
  * out[4 + 2 L + j]: ldmatrix.x2 register j of lane L (matrix j = rows 8j..,
