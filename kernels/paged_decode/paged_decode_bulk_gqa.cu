@@ -162,9 +162,8 @@ struct paged_decode__bulk_dest {
 
 /* The cut unit's pieces are complete: merge its records of blocks b0 ..
  * b1 in block order into its NH output rows, by the 256 consumer threads
- * (V = NH * 128 / 256 elements each). Block bb's record is its slot 0
- * (the unit began at or before bb's first tile: every bb past b0) or, for
- * b0 alone, s0. One L2 round trip per 16 records: every thread issues the
+ * (V = NH * 128 / 256 elements each; s0: b0's record slot,
+ * paged_decode__persist_slot0). One L2 round trip per 16 records: every thread issues the
  * (m, l) and accumulator loads of its head for 16 records at once (records
  * past b1 load b1's again and are masked), then combines them in block
  * order. */
@@ -187,7 +186,7 @@ static __device__ __forceinline__ void paged_decode__bulk_merge_records(const fl
 #pragma unroll
         for (int j = 0; j < RB; ++j) {
             const uint32_t bb = c + (uint32_t)j <= b1 ? c + (uint32_t)j : b1;
-            const uint32_t rec = bb * 2u + (bb == b0 ? s0 : 0u);
+            const uint32_t rec = paged_decode__persist_record(bb, b0, s0);
             const uint64_t at = (uint64_t)rec * NH + h;
             mj[j] = __ldcg(ml + 2u * at);
             lj[j] = __ldcg(ml + 2u * at + 1u);
@@ -356,7 +355,7 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
              * between its last tile and its arrival (docs/PERFORMANCE.md). */
             if (plan.more && !plan.piece.whole) {
                 paged_decode__persist_blocks_of(plan.piece.su, plan.piece.ue, sh, &plan.b0, &plan.b1);
-                plan.s0 = plan.piece.su <= paged_decode__cta_first(plan.b0, sh.tq, sh.tr, sh.nt) ? 0u : 1u;
+                plan.s0 = paged_decode__persist_slot0(plan.piece.su, plan.b0, sh);
             }
         }
         kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS);

@@ -132,6 +132,19 @@ static __device__ __forceinline__ void paged_decode__persist_blocks_of(uint64_t 
     *b1 = paged_decode__cta_of(ue - 1u, sh.tq, sh.tr, sh.nt);
 }
 
+/* A cut unit's records (its tiles from su on, held by blocks b0 .. b1):
+ * block bb's is record bb * 2 + its slot, and the slot is 0 for every bb
+ * past b0 (the unit began before bb's first tile) and, for b0, 0 when the
+ * unit begins at b0's first tile, else 1 (b0's second piece). The slot
+ * once per unit, then the record per block without a division. */
+static __device__ __forceinline__ uint32_t paged_decode__persist_slot0(uint64_t su, uint32_t b0,
+                                                                       const paged_decode__persist_share &sh) {
+    return su <= paged_decode__cta_first(b0, sh.tq, sh.tr, sh.nt) ? 0u : 1u;
+}
+static __device__ __forceinline__ uint32_t paged_decode__persist_record(uint32_t bb, uint32_t b0, uint32_t s0) {
+    return bb * 2u + (bb == b0 ? s0 : 0u);
+}
+
 /* A cut unit's arrival, by one thread after its block's record is out and
  * ordered before it (by the writers' own fences, or by a barrier with
  * them): the unit's blocks b0 .. b1 count on its counter with one

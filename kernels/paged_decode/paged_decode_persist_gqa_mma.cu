@@ -136,11 +136,12 @@ static __device__ __forceinline__ void paged_decode__persist_merge(paged_decode_
 #pragma unroll
     for (int v = 0; v < V; ++v) o[v] = 0.0f;
     float M = -INFINITY, L = 0.0f;
+    const uint32_t s0 = paged_decode__persist_slot0(su, b0, sh);
     for (uint32_t c = b0; c <= b1; c += PAGED_DECODE__MERGE_ROUND) {
         const uint32_t cnt = b1 - c + 1u < PAGED_DECODE__MERGE_ROUND ? b1 - c + 1u : PAGED_DECODE__MERGE_ROUND;
         for (uint32_t i = tid; i < cnt * (uint32_t)NH; i += PAGED_DECODE__THREADS) {
             const uint32_t j = i / (uint32_t)NH, hh = i % (uint32_t)NH, bb = c + j;
-            const uint32_t rec = bb * 2u + (su <= paged_decode__cta_first(bb, sh.tq, sh.tr, sh.nt) ? 0u : 1u);
+            const uint32_t rec = paged_decode__persist_record(bb, b0, s0);
             const uint64_t at = 2u * ((uint64_t)rec * NH + hh);
             ms.m[j][hh] = __ldcg(ml + at);
             ms.l[j][hh] = __ldcg(ml + at + 1u);
