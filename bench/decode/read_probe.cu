@@ -132,7 +132,8 @@ __global__ void __launch_bounds__(288) probe(int mode, const char *src, size_t s
     if (threadIdx.x >= 32u) {
         acc = consume<NS>(r, sm, tag);
     } else if (threadIdx.x == 0) {
-        const unsigned half = rows_per_share / 2u, bands = half / 16u, per = 8u * bands;
+        const unsigned rps = rows_per_share & 0xffffu; /* mode 3: the pool's tiles in the high bits */
+        const unsigned half = rps / 2u, bands = half / 16u, per = 8u * bands;
         auto issue = [&](unsigned k, unsigned t) { /* tile t into stream slot k */
             const unsigned s = k % NS;
             kl__mbar_wait(r.empty + 8 * s, ((k / NS) & 1u) ^ 1u);
@@ -145,13 +146,27 @@ __global__ void __launch_bounds__(288) probe(int mode, const char *src, size_t s
             const unsigned sh = t / per, kk = t % per, h = kk / bands, j = kk % bands;
             for (unsigned q = 0; q < 4u; ++q) /* K dims 0-63, 64-127, then V's */
                 kl__tma_load_2d(r.ring + s * kTile + q * 2048u, &map, (int)(h * 128u + (q & 1u) * 64u),
-                       (int)(sh * rows_per_share + (q >> 1) * half + 16u * j), r.full + 8 * s);
+                       (int)(sh * rps + (q >> 1) * half + 16u * j), r.full + 8 * s);
         };
         unsigned k = 0;
         if (mode == 0) {
             for (unsigned t = 0; t < share / kTile; ++t) issue(k++, t);
         } else if (mode == 1) {
             for (unsigned t = 0; t < per; ++t) issue(k++, blockIdx.x * per + t);
+        } else if (mode == 3) {
+            /* static shares of the first total - pool tiles, then the pool in
+             * chunks claimed from *ctr one ahead (the first at entry) */
+            const unsigned total = per * nshares, pool = rows_per_share >> 16, stat = total - pool;
+            const unsigned nch = (pool + chunk - 1u) / chunk;
+            const unsigned lo = (unsigned)((unsigned long long)stat * blockIdx.x / gridDim.x);
+            const unsigned hi = (unsigned)((unsigned long long)stat * (blockIdx.x + 1u) / gridDim.x);
+            unsigned nxt = atomicAdd(ctr, 1u);
+            for (unsigned t = lo; t < hi; ++t) issue(k++, t);
+            while (nxt < nch) {
+                const unsigned cur = nxt;
+                nxt = atomicAdd(ctr, 1u);
+                for (unsigned t = stat + cur * chunk; t < min(total, stat + cur * chunk + chunk); ++t) issue(k++, t);
+            }
         } else {
             const unsigned total = per * nshares, nch = (total + chunk - 1u) / chunk;
             unsigned cur = blockIdx.x, nxt = atomicAdd(ctr, 1u) + gridDim.x; /* the first chunk is the block's own */
@@ -279,6 +294,23 @@ int main() {
             char name[64];
             std::snprintf(name, sizeof name, "boxes dyn %u tiles, %d blocks", chunk, blocks);
             report(name, blocks, us, box_bytes);
+        }
+    }
+    // Static shares with a claimed pool at the end (the decode schedule
+    // that keeps whole units for most tiles): pool as a fraction of all tiles.
+    const unsigned total_tiles = rows / 32u * 8u * nshares;
+    for (unsigned div : {16u, 8u, 4u}) {
+        for (unsigned chunk : {16u, 32u}) {
+            const unsigned pool = total_tiles / div;
+            CK(cudaMemset(ctr, 0, 4 * kCounters));
+            int launch = 0;
+            us = median_us([&](int i) {
+                probe<kSlots><<<128, 288, smem>>>(3, nullptr, 0, maps[i % 3], rows | (pool << 16), nshares, chunk,
+                                                  ctr + launch++ % kCounters, st, sink);
+            });
+            char name[64];
+            std::snprintf(name, sizeof name, "boxes static + pool 1/%u in %u, 128", div, chunk);
+            report(name, 128, us, box_bytes);
         }
     }
     return 0;
