@@ -84,6 +84,11 @@
  *     loads (m, l) and its accumulator elements of up to 16 records at
  *     once, independent loads, then combines (the _mma kernel's merge
  *     stages (m, l) first: two round trips).
+ * And a claimed pool (paged_decode_persist.cuh, paged_decode__pool_plan):
+ * the static shares divide the first 7/8 of the tiles; the rest are chunks
+ * that producer warp 8 claims one ahead and hands to the block's other
+ * walkers (paged_decode__pool_queue), so the SMs that the memory system
+ * serves faster take more; records at share nb + the chunk's number.
  */
 
 #include "paged_decode_bulk.cuh"
