@@ -25,6 +25,11 @@
 //   boxes dyn  boxes, the tiles in chunks of C: a block's first chunk is
 //              its own, the rest claimed from a global counter one chunk
 //              ahead (a zeroed counter a launch), so fast SMs take more.
+//   boxes static + pool 1/D in C
+//              boxes, equal static shares of the first T - T/D tiles, then
+//              the last T/D in chunks of C claimed one ahead (the first at
+//              entry): the schedule of a decode pool that keeps most units
+//              whole (docs/PERFORMANCE.md, thirteenth session).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -115,7 +120,8 @@ __device__ void stamp(unsigned long long *stamps, unsigned long long t0, int acc
 }
 
 // mode 0: 1-D copies of a contiguous share; mode 1: boxes, a static share;
-// mode 2: boxes, chunks of C tiles claimed from *ctr.
+// mode 2: boxes, chunks of C tiles claimed from *ctr; mode 3: static shares,
+// then a pool of chunks (its tile count in rows_per_share's high 16 bits).
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
 
 template <unsigned NS>

@@ -179,12 +179,9 @@ static inline uint32_t kl_paged_decode_num_splits(uint32_t num_seqs, uint32_t nu
  * need:
  *   workspace  kl_paged_decode_persist_workspace_bytes(pack_width,
  *              head_dim, num_ctas) bytes of device memory, float-aligned,
- *              no initialisation (2 records per share: the _mma launchers'
- *              shares are the blocks, the _bulk and _tma launchers' the
- *              blocks and up to 4 claimed pool chunks a block);
- *   counters   num_seqs * num_kv_heads + 1 uint32_t words (kl_paged_decode_
- *              persist_counter_words; the last is the _bulk and _tma
- *              launchers' pool claims), ZERO before the first launch
+ *              no initialisation (2 records per block);
+ *   counters   num_seqs * num_kv_heads uint32_t words (kl_paged_decode_
+ *              persist_counter_words), ZERO before the first launch
  *              (cuMemsetD32 once after allocating them); every completed
  *              launch leaves them zero, so they are reused as they are.
  *              Launches that share counters or workspace must not run at
@@ -201,22 +198,19 @@ static inline uint32_t kl_paged_decode_num_splits(uint32_t num_seqs, uint32_t nu
  * whether the copy-engine launchers load on this device.
  */
 
-/* Bytes of workspace every persistent launcher can use: 40 * num_ctas *
- * pack_width * (head_dim + 2) (5 shares a block, 2 records of pack_width *
- * (head_dim + 2) floats each; the _mma launchers use the first fifth);
- * UINT64_MAX when that overflows 64 bits. */
+/* Bytes of workspace: 8 * num_ctas * pack_width * (head_dim + 2); UINT64_MAX
+ * when that overflows 64 bits. */
 static inline uint64_t kl_paged_decode_persist_workspace_bytes(uint32_t pack_width, uint32_t head_dim,
                                                                uint32_t num_ctas) {
-    uint64_t n = 40u;
+    uint64_t n = 8u;
     if (kl__mul(n, num_ctas, &n) || kl__mul(n, pack_width, &n) || kl__mul(n, (uint64_t)head_dim + 2u, &n))
         return UINT64_MAX;
     return n;
 }
 
-/* Counter words: num_seqs * num_kv_heads arrival counters and the pool's
- * claim word (the _mma launchers leave the last alone). */
+/* Counter words: num_seqs * num_kv_heads. */
 static inline uint64_t kl_paged_decode_persist_counter_words(uint32_t num_seqs, uint32_t num_kv_heads) {
-    return (uint64_t)num_seqs * num_kv_heads + 1u;
+    return (uint64_t)num_seqs * num_kv_heads;
 }
 
 /* The persistent grid (num_ctas) from the shape and the device:

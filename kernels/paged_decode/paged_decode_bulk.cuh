@@ -36,12 +36,11 @@
  * conflict-free, below), for the tensor maps boxes of 16 rows x 128 bytes
  * in the 128-byte swizzle (bf16: dims 0-63 and 64-127 of K, then of V;
  * fp8: K, then V). The block's tiles form one stream, k = 0, 1, ... over
- * all its pieces in order; tile k goes to slot k % NSLOT, to producer warp
- * 8 + k % 4 and to consumer warp (k - k0) % 8 (k0: its piece's first):
- * 16 x 8 KiB or 32 x 4 KiB = 128 KiB, 48 x 4 KiB = 192 KiB of cache in
- * flight per block, whatever the tensor-core warps' registers (the slots'
- * readers change from piece to piece; each warp reads its tiles in stream
- * order, so no wait can close a cycle). Slot s has two mbarriers: full (count 1: the
+ * all its pieces in order; tile k goes to slot k % NSLOT, to consumer warp
+ * k % 8 and to producer warp 8 + k % 4, so each consumer warp owns NSLOT /
+ * 8 slots (2 bf16, 4 or 6 fp8): 16 x 8 KiB or 32 x 4 KiB = 128 KiB, 48 x 4
+ * KiB = 192 KiB of cache in flight per block, whatever the tensor-core
+ * warps' registers. Slot s has two mbarriers: full (count 1: the
  * producer's arrive.expect_tx; phase k / NSLOT) and empty (count 1: lane 0
  * of the consuming warp once its lanes have read the tile into registers,
  * after __syncwarp); the producer waits on empty with the opposite parity
@@ -196,7 +195,7 @@ template <> struct paged_decode__bulk_dims<false> {
  * block holds the unit whole (else a cut unit: su, ue its tiles in the
  * launch's order, slot the block's record slot). */
 struct paged_decode__bulk_piece {
-    uint32_t seq, kvh, pb, pe, t0, ntiles, whole, slot, share;
+    uint32_t seq, kvh, pb, pe, t0, ntiles, whole, slot;
     uint64_t k0, su, ue;
 };
 
@@ -225,98 +224,33 @@ struct paged_decode__bulk_sched_seed {
         p.ntiles = b < e ? (e - 1u) / 16u - b / 16u + 1u : 0u;
         p.whole = 1u;
         p.slot = 0u;
-        p.share = 0u;
         p.k0 = 0u;
         p.su = p.ue = 0u;
         return true;
     }
 };
 
-/* The pool's chunks as a block claims them (paged_decode_persist.cuh):
- * producer warp 8 (the claimer) claims one chunk ahead and hands entry j of
- * its claims to the others through shared memory: ids[j % 4] behind the
- * entry's full mbarrier (count 1) and empty mbarrier (count PRODUCERS:
- * producer warps 9-11, lane 0 each, and consumer thread 0, which walk the
- * same schedule). The failing claim (an id >= nc) is handed on too: it
- * ends everyone's walk. */
-struct paged_decode__pool_queue {
-    uint32_t bars;          /* shared address of full[4], then empty[4] */
-    uint32_t role;          /* 0 the claimer warp, 1 a reader warp, 2 a reader thread */
-    uint32_t ahead, nt;     /* the claimer's next id; the blocks that claim */
-    volatile uint32_t *ids; /* 4 words of shared memory */
-    uint32_t *counter;      /* the pool's claim word */
-    __device__ __forceinline__ uint32_t get(uint32_t j, uint32_t nc) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(KL_EMULATOR) /* the mbarriers' wrappers exist there */
-        const uint32_t e = j % 4u, ph = (j / 4u) & 1u, full = bars + 8u * e, empty = bars + 8u * (4u + e);
-        if (role == 0u) {
-            uint32_t id = 0u;
-            if ((threadIdx.x & 31u) == 0u) {
-                kl__mbar_wait(empty, ph ^ 1u); /* its readers are done with claim j - 4 */
-                id = ahead;
-                ids[e] = id;
-                kl__mbar_arrive(full); /* releases ids[e] */
-                if (id < nc) ahead = paged_decode__pool_claim(counter, nc, nt);
-            }
-            return __shfl_sync(PAGED_DECODE__FULL, id, 0u);
-        }
-        kl__mbar_wait(full, ph);
-        const uint32_t id = ids[e];
-        if (role == 1u) {
-            __syncwarp();
-            if ((threadIdx.x & 31u) == 0u) kl__mbar_arrive(empty);
-        } else {
-            kl__mbar_arrive(empty);
-        }
-        return id;
-#else
-        (void)j, (void)nc;
-        return 0xffffffffu; /* no pool: the kernels trap on other targets */
-#endif
-    }
-};
-
 /* The persistent schedule (paged_decode_persist_gqa_mma.cu's, walked by
- * every thread on its own: no shared plan between pieces), with the pool:
- * block b's static share [sh.first, sh.stop) of all units' tiles laid end
- * to end (an empty unit counts one tile and has no positions), then the
- * pool chunks it claims, each a range [first, stop) of share `share`; x
- * the next tile, at sequence seq whose units start at tile base (tiles
- * each, window [wbegin, wend)); k the stream index of the next piece's
- * first tile (tiles with positions only); pj the next claim to take. */
+ * every thread on its own: no shared plan between pieces). Block b's tiles
+ * [first, stop) of all units' tiles laid end to end (an empty unit counts
+ * one tile and has no positions); x the next, at sequence seq whose units
+ * start at tile base (tiles each, window [wbegin, wend)); k the stream
+ * index of the next piece's first tile (tiles with positions only). */
 struct paged_decode__bulk_sched_persist {
     paged_decode__persist_share sh;
-    paged_decode__persist_pool pl;
-    paged_decode__pool_queue pool;
-    uint64_t x, base, k, first, stop;
-    uint32_t seq, tiles, wbegin, wend, share, pj;
+    uint64_t x, base, k;
+    uint32_t seq, tiles, wbegin, wend;
     uint32_t num_kv_heads, max_blocks_per_seq, block_size, sliding_window;
     const int32_t *seq_lens;
     __device__ __forceinline__ bool next(paged_decode__bulk_piece &p) {
-        while (x >= stop) { /* the range is done: the next claimed chunk */
-            if (pl.nc == 0u) return false;
-            const uint32_t id = pool.get(pj++, pl.nc);
-            if (id >= pl.nc) {
-                pl.nc = 0u;
-                return false;
-            }
-            share = sh.nt + id;
-            first = x = pl.s0 + (uint64_t)id * pl.ch;
-            stop = x + pl.ch < pl.total ? x + pl.ch : pl.total;
-            while (x - base >= (uint64_t)tiles * num_kv_heads) { /* on to the chunk's sequence */
-                base += (uint64_t)tiles * num_kv_heads;
-                seq += 1u;
-                tiles = paged_decode__unit_tiles(seq_lens, seq, sliding_window, max_blocks_per_seq, block_size,
-                                                 &wbegin, &wend);
-            }
-        }
-        const paged_decode__persist_piece q = paged_decode__persist_piece_of(x, stop, first, base, tiles, wbegin, wend);
+        if (x >= sh.stop) return false;
+        const paged_decode__persist_piece q = paged_decode__persist_piece_of(x, sh.stop, sh.first, base, tiles, wbegin, wend);
         p.seq = seq;
         p.kvh = q.kvh;
         p.su = q.su;
         p.ue = q.ue;
         p.whole = q.whole;
         p.slot = q.slot;
-        p.share = share;
         p.pb = q.pb;
         p.pe = q.pe;
         p.t0 = q.t0;
@@ -324,7 +258,7 @@ struct paged_decode__bulk_sched_persist {
         p.k0 = k;
         k += p.ntiles;
         x = q.xe;
-        if (q.kvh + 1u == num_kv_heads && q.xe < stop) {
+        if (q.kvh + 1u == num_kv_heads && q.xe < sh.stop) {
             base += (uint64_t)tiles * num_kv_heads;
             seq += 1u;
             tiles = paged_decode__unit_tiles(seq_lens, seq, sliding_window, max_blocks_per_seq, block_size, &wbegin,
@@ -580,11 +514,9 @@ static __device__ __forceinline__ void paged_decode__bulk_consume(paged_decode__
                        : (16u + row) * R::RS + Dims::vbase(g) * R::ES;
     }
 
-    /* Warp w computes the piece's tiles w, w + 8, ...: counted from the
-     * piece, not the block's stream, so a piece's result does not depend on
-     * what the block did before it (a pool chunk's record is the same
-     * whichever block claims it). */
-    for (uint32_t i = warp; i < p.ntiles; i += 8u) {
+    /* The warp's first tile of the piece: the first stream index >= k0 that is warp mod 8. */
+    const uint32_t skip = (warp - (uint32_t)(p.k0 & 7u)) & 7u;
+    for (uint32_t i = skip; i < p.ntiles; i += 8u) {
         const uint64_t k = p.k0 + i;
         const uint32_t slot = (uint32_t)(k % R::NSLOT);
         const uint32_t s = ring + slot * R::SLOT;

@@ -84,11 +84,6 @@
  *     loads (m, l) and its accumulator elements of up to 16 records at
  *     once, independent loads, then combines (the _mma kernel's merge
  *     stages (m, l) first: two round trips).
- * And a claimed pool (paged_decode_persist.cuh, paged_decode__pool_plan):
- * the static shares divide the first 7/8 of the tiles; the rest are chunks
- * that producer warp 8 claims one ahead and hands to the block's other
- * walkers (paged_decode__pool_queue), so the SMs that the memory system
- * serves faster take more; records at share nb + the chunk's number.
  */
 
 #include "paged_decode_bulk.cuh"
@@ -151,9 +146,7 @@ struct paged_decode__bulk_plan {
     uint64_t red[PAGED_DECODE__BULK_THREADS / 32];
     uint64_t base, x;
     uint32_t seq, tiles, wbegin, wend, last, more;
-    uint32_t b0, b1, s0; /* a cut piece's shares and b0's record slot */
-    uint64_t qbar[8];    /* the pool queue's mbarriers (paged_decode__pool_queue) */
-    uint32_t qid[4];     /* and its entries */
+    uint32_t b0, b1, s0; /* a cut piece's blocks and b0's record slot */
     paged_decode__bulk_sched_persist sched;
     paged_decode__bulk_piece piece;
 };
@@ -167,23 +160,22 @@ struct paged_decode__bulk_dest {
     __device__ __forceinline__ const paged_decode__bulk_dest *operator->() const { return this; }
 };
 
-/* The cut unit's pieces are complete: merge its records of shares b0 ..
- * b1 (static shares, then pool chunks: paged_decode__pool_shares_of) in
- * share order into its NH output rows, by the 256 consumer threads (V = NH
- * * 128 / 256 elements each; s0: b0's record slot; nshares: the
- * workspace's shares, which place the (m, l) words). One L2 round trip per
- * 16 records: every thread issues the (m, l) and accumulator loads of its
- * head for 16 records at once (records past b1 load b1's again and are
- * masked), then combines them in share order. */
+/* The cut unit's pieces are complete: merge its records of blocks b0 ..
+ * b1 in block order into its NH output rows, by the 256 consumer threads
+ * (V = NH * 128 / 256 elements each; s0: b0's record slot,
+ * paged_decode__persist_slot0). One L2 round trip per 16 records: every thread issues the
+ * (m, l) and accumulator loads of its head for 16 records at once (records
+ * past b1 load b1's again and are masked), then combines them in block
+ * order. */
 template <int NH, bool VEC>
 static __device__ __forceinline__ void paged_decode__bulk_merge_records(const float *workspace, __nv_bfloat16 *orow,
-                                                                        uint32_t nshares, uint32_t b0, uint32_t b1,
+                                                                        uint32_t nb, uint32_t b0, uint32_t b1,
                                                                         uint32_t s0) {
     constexpr int V = NH * 128 / PAGED_DECODE__THREADS;
     constexpr int RB = 16;
     static_assert(V >= 1 && NH * 128 == V * PAGED_DECODE__THREADS, "the consumers split a unit's rows evenly");
     const float *acc = workspace;
-    const float *ml = workspace + (uint64_t)nshares * 2u * NH * 128u;
+    const float *ml = workspace + (uint64_t)nb * 2u * NH * 128u;
     const uint32_t e0 = threadIdx.x * (uint32_t)V, h = e0 / 128u, d = e0 % 128u;
     float o[V];
 #pragma unroll
@@ -305,14 +297,7 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
         kl__prefetch_tensormap(k_map);
         kl__prefetch_tensormap(v_map);
     }
-    const uint32_t qbars = (uint32_t)__cvta_generic_to_shared(plan.qbar);
-    if (tid == 0u) {
-        for (uint32_t e = 0; e < 4u; ++e) {
-            kl__mbar_init(qbars + 8u * e, 1u);                                      /* full: the claimer */
-            kl__mbar_init(qbars + 8u * (4u + e), (uint32_t)PAGED_DECODE__BULK_PRODUCERS); /* empty: its readers */
-        }
-    }
-    paged_decode__bulk_init<FP8, TMAP>(bars); /* its barrier publishes the queue's too */
+    paged_decode__bulk_init<FP8, TMAP>(bars);
     if (tid == 0u) PAGED_DECODE__STAMP(1); /* the ring's mbarriers set up */
     kl__griddep_wait(); /* the previous kernel's writes (caches, tables, lengths) are visible from here */
     if (tid == 0u) PAGED_DECODE__STAMP(2);
@@ -326,7 +311,7 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
         const uint64_t cap = (uint64_t)max_blocks_per_seq * block_size;
         const uint64_t gb = sliding_window != 0u && cap > sliding_window ? cap - sliding_window : 0u;
         const uint64_t gt = cap > gb ? (cap - 1u) / 16u - gb / 16u + 1u : 1u; /* tiles per unit */
-        const uint64_t total = paged_decode__pool_plan(gt * num_kv_heads * num_seqs, nb, gt).s0; /* static tiles */
+        const uint64_t total = gt * num_kv_heads * num_seqs;
         const uint32_t gnt = total < nb ? (uint32_t)total : nb;
         if (b < gnt && cap > gb) {
             const uint64_t x = paged_decode__cta_first(b, total / gnt, (uint32_t)(total % gnt), gnt);
@@ -338,30 +323,17 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
         }
     }
 
-    /* All tiles, the pool, the block's share, and the sequence of its first tile. */
+    /* All tiles, the block's share, and the sequence of its first tile. */
     paged_decode__persist_share sh;
     paged_decode__persist_first at0;
-    paged_decode__persist_pool pl;
     if (!paged_decode__persist_locate<PAGED_DECODE__BULK_THREADS>(plan, seq_lens, num_seqs, num_kv_heads,
                                                                    sliding_window, max_blocks_per_seq, block_size,
-                                                                   b, nb, sh, at0, pl))
+                                                                   b, nb, sh, at0))
         return;
-    /* The records' shares: the blocks', then at most POOL_SHARES chunks a block. */
-    const uint32_t nshares = nb * (1u + PAGED_DECODE__POOL_SHARES);
-    const paged_decode__pool_queue queue{qbars,
-                                         warp == 8u ? 0u : warp > 8u ? 1u : 2u,
-                                         0u,
-                                         sh.nt,
-                                         plan.qid,
-                                         counters + (uint64_t)num_seqs * num_kv_heads};
-    paged_decode__bulk_sched_persist sched{sh,          pl,           queue,      at0.x,
-                                           at0.base,    0u,           sh.first,   sh.stop,
+    paged_decode__bulk_sched_persist sched{sh,          at0.x,        at0.base,   0u,
                                            at0.seq,     at0.tiles,    at0.wbegin, at0.wend,
-                                           b,           0u,           num_kv_heads, max_blocks_per_seq,
-                                           block_size,  sliding_window, seq_lens};
-    /* The claimer's first claim, one chunk ahead, under the static share. */
-    if (warp == 8u && (tid & 31u) == 0u && pl.nc != 0u)
-        sched.pool.ahead = paged_decode__pool_claim(sched.pool.counter, pl.nc, sh.nt);
+                                           num_kv_heads, max_blocks_per_seq, block_size, sliding_window,
+                                           seq_lens};
     if (tid == 0u) PAGED_DECODE__STAMP(4); /* the block's first tile found */
 
     if (warp >= 8u) {
@@ -381,8 +353,10 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
             plan.more = plan.sched.next(plan.piece) ? 1u : 0u;
             /* A cut piece's blocks and b0's record slot now, off the tail
              * between its last tile and its arrival (docs/PERFORMANCE.md). */
-            if (plan.more && !plan.piece.whole)
-                paged_decode__pool_shares_of(plan.piece.su, plan.piece.ue, sh, pl, &plan.b0, &plan.b1, &plan.s0);
+            if (plan.more && !plan.piece.whole) {
+                paged_decode__persist_blocks_of(plan.piece.su, plan.piece.ue, sh, &plan.b0, &plan.b1);
+                plan.s0 = paged_decode__persist_slot0(plan.piece.su, plan.b0, sh);
+            }
         }
         kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS);
         if (!plan.more) break;
@@ -392,11 +366,10 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
         const __nv_bfloat16 *q_grp = q + (uint64_t)p.seq * q_stride + (uint64_t)p.kvh * NH * 128u;
         paged_decode__bulk_consume<FP8, TMAP, NH>(sm, p, q_grp, ring, bars, score_scale);
         if (tid == 0u) PAGED_DECODE__STAMP(7); /* warp 0's last tile of the piece computed */
-        const uint64_t rec = ((uint64_t)p.share * 2u + p.slot) * NH;
+        const uint64_t rec = ((uint64_t)b * 2u + p.slot) * NH;
         const paged_decode__bulk_dest dest{p.whole,
                                            output + ((uint64_t)p.seq * num_q_heads + (uint64_t)p.kvh * NH) * 128u,
-                                           workspace + rec * 128u,
-                                           workspace + (uint64_t)nshares * 2u * NH * 128u + rec * 2u};
+                                           workspace + rec * 128u, workspace + (uint64_t)nb * 2u * NH * 128u + rec * 2u};
         paged_decode__gqa_merge<NH, 128>(sm, paged_decode__out_persist<paged_decode__bulk_dest>{dest, out_scale},
                                          PAGED_DECODE__BULK_MERGE_BAR);
         if (tid == 0u) PAGED_DECODE__STAMP(8); /* the piece's warps merged, its rows or record out */
@@ -422,9 +395,9 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
             __nv_bfloat16 *orow = dest.orow;
             const uint32_t s0 = plan.s0;
             if ((reinterpret_cast<uintptr_t>(workspace) & 15u) == 0u)
-                paged_decode__bulk_merge_records<NH, true>(workspace, orow, nshares, b0, b1, s0);
+                paged_decode__bulk_merge_records<NH, true>(workspace, orow, nb, b0, b1, s0);
             else
-                paged_decode__bulk_merge_records<NH, false>(workspace, orow, nshares, b0, b1, s0);
+                paged_decode__bulk_merge_records<NH, false>(workspace, orow, nb, b0, b1, s0);
             if (tid == 0u) PAGED_DECODE__STAMP(10); /* the last arrival's merge done */
         }
         kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS); /* the piece and the flag read */

@@ -145,78 +145,6 @@ static __device__ __forceinline__ uint32_t paged_decode__persist_record(uint32_t
     return bb * 2u + (bb == b0 ? s0 : 0u);
 }
 
-/* ---- the claimed pool (the copy-engine persistent kernels only) ----------
- * Equal static shares leave the fast SMs idle at the end: on the H100 a
- * pure read of decode's boxes in 128 equal shares ends its p10 block 40 us
- * before its last, and the same read with 16-tile chunks claimed from a
- * counter is ~3% faster (bench/decode/read_probe.cu, docs/PERFORMANCE.md).
- * So the tiles [0, s0) are the blocks' static shares and the last
- * 1 / PAGED_DECODE__POOL_DIV of them, [s0, total), a pool of nc chunks of
- * ch tiles, which the blocks claim from one counter when their share is
- * done. A chunk is a share like a block's (index nt + its number): its
- * pieces leave records at that index, and a cut unit's last arrival merges
- * its shares' records in share order, so the output does not depend on
- * which block claimed what. ch is at least 16, keeps nc <= POOL_SHARES
- * chunks a block (the workspace's records) and ~16 chunks a unit (a last
- * arrival merges ~16 records in one L2 round trip); no pool unless a
- * block's static share holds 4 chunks (1 x 32768: 2048-tile units would
- * need 128-tile chunks against 112-tile shares). */
-#ifdef PAGED_DECODE_POOL_DIV /* bench/decode/ab.sh's builds only (0: no pool) */
-#define PAGED_DECODE__POOL_DIV ((uint64_t)(PAGED_DECODE_POOL_DIV))
-#else
-#define PAGED_DECODE__POOL_DIV 8u
-#endif
-#define PAGED_DECODE__POOL_SHARES 4u /* pool chunks a block at most: 2 records each in the workspace */
-
-struct paged_decode__persist_pool {
-    uint64_t s0, total; /* static tiles [0, s0), the pool [s0, total) */
-    uint32_t ch, nc;    /* tiles a chunk, chunks (0: no pool) */
-};
-/* The pool of `total` tiles over nb blocks whose longest unit has
- * unit_tiles tiles (an upper bound will do: it sets ch only). */
-static __device__ __forceinline__ paged_decode__persist_pool paged_decode__pool_plan(uint64_t total, uint32_t nb,
-                                                                                     uint64_t unit_tiles) {
-    paged_decode__persist_pool pl{total, total, 16u, 0u};
-    if (PAGED_DECODE__POOL_DIV == 0u || nb < 2u) return pl;
-    const uint64_t p = total / PAGED_DECODE__POOL_DIV, per = (uint64_t)PAGED_DECODE__POOL_SHARES * nb;
-    uint64_t ch = (p + per - 1u) / per;
-    if (ch < (unit_tiles + 15u) / 16u) ch = (unit_tiles + 15u) / 16u;
-    if (ch < 16u) ch = 16u;
-    if (p == 0u || (total - p) / nb < 4u * ch) return pl;
-    pl.s0 = total - p;
-    pl.ch = (uint32_t)ch; /* <= s0 / (4 nb) < 2^32 */
-    pl.nc = (uint32_t)((p + ch - 1u) / ch);
-    return pl;
-}
-/* The share holding tile x (sh: the static shares of [0, s0)), and where share q begins. */
-static __device__ __forceinline__ uint32_t paged_decode__pool_share_of(uint64_t x, const paged_decode__persist_share &sh,
-                                                                       const paged_decode__persist_pool &pl) {
-    return x < pl.s0 ? paged_decode__cta_of(x, sh.tq, sh.tr, sh.nt) : sh.nt + (uint32_t)((x - pl.s0) / pl.ch);
-}
-static __device__ __forceinline__ uint64_t paged_decode__pool_share_first(uint32_t q,
-                                                                          const paged_decode__persist_share &sh,
-                                                                          const paged_decode__persist_pool &pl) {
-    return q < sh.nt ? paged_decode__cta_first(q, sh.tq, sh.tr, sh.nt) : pl.s0 + (uint64_t)(q - sh.nt) * pl.ch;
-}
-/* A cut unit's (tiles [su, ue)) shares q0 .. q1 and q0's record slot
- * (paged_decode__persist_record takes them as blocks). */
-static __device__ __forceinline__ void paged_decode__pool_shares_of(uint64_t su, uint64_t ue,
-                                                                    const paged_decode__persist_share &sh,
-                                                                    const paged_decode__persist_pool &pl,
-                                                                    uint32_t *q0, uint32_t *q1, uint32_t *s0) {
-    *q0 = paged_decode__pool_share_of(su, sh, pl);
-    *q1 = paged_decode__pool_share_of(ue - 1u, sh, pl);
-    *s0 = su <= paged_decode__pool_share_first(*q0, sh, pl) ? 0u : 1u;
-}
-/* A claim of the pool's next chunk (counter: the pool's word). Each of the
- * nt blocks claims until a claim fails (returns >= nc), so a launch makes
- * exactly nc + nt claims: the last resets the word for the next launch. */
-static __device__ __forceinline__ uint32_t paged_decode__pool_claim(uint32_t *counter, uint32_t nc, uint32_t nt) {
-    const uint32_t old = atomicAdd(counter, 1u);
-    if (old == nc + nt - 1u) atomicExch(counter, 0u);
-    return old;
-}
-
 /* A cut unit's arrival, by one thread after its block's record is out and
  * ordered before it (by the writers' own fences, or by a barrier with
  * them): the unit's blocks b0 .. b1 count on its counter with one
@@ -346,10 +274,7 @@ struct paged_decode__persist_first {
  * (two barriers). More sequences take paged_decode__persist_total, then
  * _find (two reads of seq_lens, four or more barriers: ~0.7 us more on the
  * H200's trace). The block paths use plan's words and end with a barrier
- * after every thread has read them. pl: the launch's pool
- * (paged_decode__pool_plan; the longest unit's tiles exact up to 32
- * sequences, else bounded by max_blocks_per_seq); the shares divide its
- * static tiles. */
+ * after every thread has read them. */
 template <int THREADS, class Plan>
 static __device__ __forceinline__ bool paged_decode__persist_locate(Plan &plan, const int32_t *seq_lens,
                                                                     uint32_t num_seqs, uint32_t num_kv_heads,
@@ -357,14 +282,8 @@ static __device__ __forceinline__ bool paged_decode__persist_locate(Plan &plan, 
                                                                     uint32_t max_blocks_per_seq, uint32_t block_size,
                                                                     uint32_t b, uint32_t nb,
                                                                     paged_decode__persist_share &sh,
-                                                                    paged_decode__persist_first &at,
-                                                                    paged_decode__persist_pool &pl) {
+                                                                    paged_decode__persist_first &at) {
     const uint32_t tid = threadIdx.x;
-    /* A unit's tiles at most, for the pool's chunk size: every sequence
-     * full (max_blocks_per_seq * block_size positions, the window's last). */
-    const uint64_t cap = (uint64_t)max_blocks_per_seq * block_size;
-    const uint64_t cap_b = sliding_window != 0u && cap > sliding_window ? cap - sliding_window : 0u;
-    const uint64_t cap_tiles = cap > cap_b ? (cap - 1u) / 16u - cap_b / 16u + 1u : 1u;
     if (num_seqs <= 32u) {
         const uint32_t lane = tid & 31u;
         uint32_t wb = 0, we = 0, t = 0;
@@ -378,11 +297,7 @@ static __device__ __forceinline__ bool paged_decode__persist_locate(Plan &plan, 
             if (lane >= o) incl += u;
         }
         const uint64_t total = __shfl_sync(PAGED_DECODE__FULL, incl, 31u);
-        uint32_t tmax = t; /* the longest unit here: the lanes hold every length */
-#pragma unroll
-        for (uint32_t o = 16; o > 0u; o >>= 1) tmax = max(tmax, __shfl_xor_sync(PAGED_DECODE__FULL, tmax, o));
-        pl = paged_decode__pool_plan(total, nb, tmax);
-        if (!paged_decode__persist_share_of(pl.s0, b, nb, sh)) return false;
+        if (!paged_decode__persist_share_of(total, b, nb, sh)) return false;
         const uint64_t lo = incl - v;
         const uint32_t hold = __ballot_sync(PAGED_DECODE__FULL, v != 0u && lo <= sh.first && sh.first < lo + v);
         const uint32_t src = hold != 0u ? (uint32_t)__ffs((int)hold) - 1u : 0u; /* one lane: the intervals tile [0, total) */
@@ -397,8 +312,7 @@ static __device__ __forceinline__ bool paged_decode__persist_locate(Plan &plan, 
     if (num_seqs > (uint32_t)THREADS) {
         const uint64_t total = paged_decode__persist_total<THREADS>(plan, seq_lens, num_seqs, num_kv_heads,
                                                                     sliding_window, max_blocks_per_seq, block_size);
-        pl = paged_decode__pool_plan(total, nb, cap_tiles);
-        if (!paged_decode__persist_share_of(pl.s0, b, nb, sh)) return false;
+        if (!paged_decode__persist_share_of(total, b, nb, sh)) return false;
         paged_decode__persist_find<THREADS>(plan, sh.first, seq_lens, num_seqs, num_kv_heads, sliding_window,
                                             max_blocks_per_seq, block_size);
     } else {
@@ -408,8 +322,7 @@ static __device__ __forceinline__ bool paged_decode__persist_locate(Plan &plan, 
         const uint64_t v = (uint64_t)t * num_kv_heads;
         uint64_t total;
         const uint64_t lo = paged_decode__block_scan<THREADS>(plan, v, &total);
-        pl = paged_decode__pool_plan(total, nb, cap_tiles);
-        if (!paged_decode__persist_share_of(pl.s0, b, nb, sh)) return false; /* uniform: every thread has total */
+        if (!paged_decode__persist_share_of(total, b, nb, sh)) return false; /* uniform: every thread has total */
         paged_decode__persist_hold(plan, sh.first, tid, lo, v, t, wb, we);
         __syncthreads();
     }

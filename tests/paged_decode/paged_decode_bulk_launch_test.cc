@@ -16,14 +16,12 @@
 //   that are not a multiple of 16 and maps built for another launcher,
 //   and their builders refuse caches and strides off 16 bytes, before the
 //   backend sees them (KL_ERROR_TENSOR_MAP);
-// - the persistent launchers refuse a workspace a byte short of what the
-//   spec says each needs (the _bulk and _tma launchers 5 times the _mma
-//   ones': their pool chunks' records), counters a word short (the _bulk
-//   and _tma launchers' one word more: the pool's claims), num_ctas 0 and
-//   65536, each naming the spec's message (KL_ERROR_PRECONDITION; the
-//   workspace's, which reads a variant constant,
-//   KL_ERROR_VARIANT_MISMATCH), and accept the exact sizes and
-//   kl_paged_decode_persist_workspace_bytes / _counter_words'.
+// - the persistent launchers refuse a workspace a byte short of
+//   kl_paged_decode_persist_workspace_bytes, counters a word short of
+//   kl_paged_decode_persist_counter_words, num_ctas 0 and 65536, each
+//   naming the spec's message (KL_ERROR_PRECONDITION; the workspace's,
+//   which reads a variant constant, KL_ERROR_VARIANT_MISMATCH), and accept
+//   the exact sizes.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -88,18 +86,6 @@ class BulkLaunchTest : public ::testing::TestWithParam<int> {
         a.cache_stride = uint64_t{a.bs} * a.nkv * a.hd + 16;
         a.ws_bytes = kl_paged_decode_persist_workspace_bytes(static_cast<uint32_t>(GetParam()), a.hd, a.ctas);
         a.counters = kl_paged_decode_persist_counter_words(a.num_seqs, a.nkv);
-        return a;
-    }
-    // What one persistent launcher needs at least (specs/paged_decode.yaml):
-    // 2 records of width * (hd + 2) floats per share, the _mma launchers'
-    // shares the blocks, the _bulk and _tma launchers' 5 a block (their run
-    // and up to 4 pool chunks); a counter per (sequence, KV head), and for
-    // the _bulk and _tma launchers the pool's claim word.
-    Args exact(int impl) const {
-        Args a = good();
-        const uint64_t shares = impl == 0 ? a.ctas : 5u * a.ctas;
-        a.ws_bytes = 4u * 2u * shares * static_cast<uint32_t>(GetParam()) * (a.hd + 2u);
-        a.counters = uint64_t{a.num_seqs} * a.nkv + (impl == 0 ? 0u : 1u);
         return a;
     }
 
@@ -325,7 +311,7 @@ TEST_P(BulkLaunchTest, PersistentLaunchersRefuseShortWorkspaceShortCountersAndBa
         void (*edit)(Args &);
     };
     const kl_status ws = KL_ERROR_VARIANT_MISMATCH, pre = KL_ERROR_PRECONDITION;
-    const char *ws_msg = "the workspace holds 2 records per"; /* block (_mma), share (_bulk, _tma) */
+    const char *ws_msg = "the workspace holds 2 records per block";
     const char *cnt_msg = "counters holds one zeroed word per (sequence, KV head)";
     const char *grid_msg = "the persistent grid has 1 to 65535 blocks";
     const Bad bads[] = {
@@ -347,7 +333,7 @@ TEST_P(BulkLaunchTest, PersistentLaunchersRefuseShortWorkspaceShortCountersAndBa
         for (int impl = 0; impl < 3; impl++)
             for (const Bad &b : bads) {
                 SCOPED_TRACE(std::string(kMma[k]) + twin[impl] + ": " + b.why);
-                Args a = exact(impl);
+                Args a = good();
                 b.edit(a);
                 kl_record_backend_clear(&rb_);
                 EXPECT_EQ(launch_impl(k, impl, a), b.want);
@@ -359,15 +345,13 @@ TEST_P(BulkLaunchTest, PersistentLaunchersRefuseShortWorkspaceShortCountersAndBa
     for (int k = 2; k < 4; k++)
         for (int impl = 0; impl < 3; impl++) {
             SCOPED_TRACE(std::string(kMma[k]) + twin[impl] + ": exact sizes");
-            Args a = exact(impl);
+            Args a = good();
             kl_record_backend_clear(&rb_);
-            EXPECT_EQ(launch_impl(k, impl, a), KL_SUCCESS) << kl_last_error_message();
-            a = good(); /* the helpers' sizes serve every persistent launcher */
             EXPECT_EQ(launch_impl(k, impl, a), KL_SUCCESS) << kl_last_error_message();
             a.ctas = 65535;
             a.ws_bytes = kl_paged_decode_persist_workspace_bytes(static_cast<uint32_t>(GetParam()), a.hd, a.ctas);
             EXPECT_EQ(launch_impl(k, impl, a), KL_SUCCESS) << kl_last_error_message();
-            EXPECT_EQ(rb_.count, 3u);
+            EXPECT_EQ(rb_.count, 2u);
         }
 }
 

@@ -77,15 +77,12 @@ class PersistEmulatedTest : public paged_decode_problem::PackWidthTest {
         const kl_fp8_e4m3 *k8p = in.k8p, *v8p = in.v8p;
         const size_t n_out = static_cast<size_t>(g.num_seqs) * g.num_q_heads * g.head_dim;
         emu::Buffer<kl_bf16> out(n_out, Access::kWrite, "output");
-        // Exactly what the _mma launchers need (specs/paged_decode.yaml: 2
-        // records a block; a counter a unit), so the guards catch a write
-        // past it; the helpers give every persistent launcher more.
-        const uint64_t ws_bytes = 8ull * num_ctas * width() * (g.head_dim + 2);
-        ASSERT_GE(kl_paged_decode_persist_workspace_bytes(static_cast<uint32_t>(width()), g.head_dim, num_ctas),
-                  ws_bytes);
+        const uint64_t ws_bytes =
+            kl_paged_decode_persist_workspace_bytes(static_cast<uint32_t>(width()), g.head_dim, num_ctas);
+        ASSERT_EQ(ws_bytes, 8ull * num_ctas * width() * (g.head_dim + 2));
         emu::Buffer<float> ws(ws_bytes / 4, Access::kReadWrite, "workspace");
-        const uint64_t nc = static_cast<uint64_t>(g.num_seqs) * g.num_kv_heads;
-        ASSERT_EQ(kl_paged_decode_persist_counter_words(g.num_seqs, g.num_kv_heads), nc + 1u);
+        const uint64_t nc = kl_paged_decode_persist_counter_words(g.num_seqs, g.num_kv_heads);
+        ASSERT_EQ(nc, static_cast<uint64_t>(g.num_seqs) * g.num_kv_heads);
         emu::Buffer<uint32_t> counters(nc, Access::kReadWrite, "counters");
         counters.fill_bytes(0);  // the contract: zero before the first launch
         const float inv = static_cast<float>(g.inv_sqrt_d);

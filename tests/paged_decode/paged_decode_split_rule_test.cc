@@ -241,16 +241,13 @@ TEST(PagedDecodePersistCtas, DegenerateAndLimitArguments) {
     EXPECT_EQ(kl_paged_decode_persist_ctas(UINT32_MAX, UINT32_MAX, UINT32_MAX, 0, kH200), 132u);
 }
 
-TEST(PagedDecodePersistWorkspace, TwoRecordsPerShareFiveSharesPerBlockAndAPoolWord) {
-    // specs/paged_decode.yaml: 2 records of 4 * (128 + 2) floats per share,
-    // 5 shares a block (its run and up to 4 pool chunks): 4 * 2 * 5 * 132
-    // * 4 * 130 = 2745600 bytes.
-    EXPECT_EQ(kl_paged_decode_persist_workspace_bytes(4, 128, 132), 2745600u);
-    EXPECT_EQ(kl_paged_decode_persist_workspace_bytes(8, 128, 1), 4u * 2u * 5u * 8u * 130u);
+TEST(PagedDecodePersistWorkspace, TwoRecordsPerBlockAndOneCounterPerUnit) {
+    // 8 * 132 * 4 * (128 + 2) = 549120 bytes.
+    EXPECT_EQ(kl_paged_decode_persist_workspace_bytes(4, 128, 132), 549120u);
+    EXPECT_EQ(kl_paged_decode_persist_workspace_bytes(8, 128, 1), 8u * 8u * 130u);
     EXPECT_EQ(kl_paged_decode_persist_workspace_bytes(UINT32_MAX, UINT32_MAX, UINT32_MAX), UINT64_MAX);
-    // One arrival counter per (sequence, KV head) and the pool's claim word.
-    EXPECT_EQ(kl_paged_decode_persist_counter_words(32, 8), 257u);
-    EXPECT_EQ(kl_paged_decode_persist_counter_words(UINT32_MAX, UINT32_MAX), uint64_t{UINT32_MAX} * UINT32_MAX + 1u);
+    EXPECT_EQ(kl_paged_decode_persist_counter_words(32, 8), 256u);
+    EXPECT_EQ(kl_paged_decode_persist_counter_words(UINT32_MAX, UINT32_MAX), uint64_t{UINT32_MAX} * UINT32_MAX);
 }
 
 }  // namespace

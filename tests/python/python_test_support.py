@@ -262,17 +262,12 @@ def _satisfy(launcher, args, constants, rng):
         a["num_splits"] = rng.choice([1, 3])
     if "workspace_bytes" in a:
         need = 4 * a["num_seqs"] * a.get("num_splits", 1) * a["num_q_heads"] * (a["head_dim"] + 2)
-        # the persistent decode launchers: 2 records a share; shares: the
-        # blocks (_mma), 5 a block (_bulk, _tma: their pool chunks too)
-        pool = launcher.name.endswith(("_bulk", "_tma")) and "num_ctas" in a
         if "num_ctas" in a:
             a["num_ctas"] = rng.choice([1, 7, 132])
-            need = (40 if pool else 8) * a["num_ctas"] * constants.get("DECODE_GQA_PACK_WIDTH", 1) * (a["head_dim"] + 2)
+            need = 8 * a["num_ctas"] * constants.get("DECODE_GQA_PACK_WIDTH", 1) * (a["head_dim"] + 2)
         a["workspace_bytes"] = need + rng.choice([0, 64])
-    if "num_counters" in a:  # the decode launchers: a word a unit (and the pool's); grouped_gemm_tma: 2 pacing words
-        pool = launcher.name.endswith(("_bulk", "_tma")) and "num_ctas" in a
-        a["num_counters"] = (a["num_seqs"] * a["num_kv_heads"] + (1 if pool else 0) if "num_seqs" in a
-                             else 2 + rng.choice([0, 1]))
+    if "num_counters" in a:  # the decode launchers: a word a unit; grouped_gemm_tma: 2 pacing words
+        a["num_counters"] = a["num_seqs"] * a["num_kv_heads"] if "num_seqs" in a else 2 + rng.choice([0, 1])
     return tuple(a[n] for n in names)
 
 
