@@ -121,12 +121,12 @@ __device__ void stamp(unsigned long long *stamps, unsigned long long t0, int acc
 
 // mode 0: 1-D copies of a contiguous share; mode 1: boxes, a static share;
 // mode 2: boxes, chunks of C tiles claimed from *ctr; mode 3: static shares,
-// then a pool of chunks (its tile count in rows_per_share's high 16 bits).
+// then `pool` tiles in chunks of C claimed from *ctr.
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
 
 template <unsigned NS>
 __global__ void __launch_bounds__(288) probe(int mode, const char *src, size_t share, const __grid_constant__ CUtensorMap map,
-                                             unsigned rows_per_share, unsigned nshares, unsigned chunk, unsigned *ctr,
+                                             unsigned rows_per_share, unsigned nshares, unsigned chunk, unsigned pool, unsigned *ctr,
                                              unsigned long long *stamps, int *sink) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ __align__(1024) unsigned char sm[];
@@ -138,8 +138,7 @@ __global__ void __launch_bounds__(288) probe(int mode, const char *src, size_t s
     if (threadIdx.x >= 32u) {
         acc = consume<NS>(r, sm, tag);
     } else if (threadIdx.x == 0) {
-        const unsigned rps = rows_per_share & 0xffffu; /* mode 3: the pool's tiles in the high bits */
-        const unsigned half = rps / 2u, bands = half / 16u, per = 8u * bands;
+        const unsigned half = rows_per_share / 2u, bands = half / 16u, per = 8u * bands;
         auto issue = [&](unsigned k, unsigned t) { /* tile t into stream slot k */
             const unsigned s = k % NS;
             kl__mbar_wait(r.empty + 8 * s, ((k / NS) & 1u) ^ 1u);
@@ -152,7 +151,7 @@ __global__ void __launch_bounds__(288) probe(int mode, const char *src, size_t s
             const unsigned sh = t / per, kk = t % per, h = kk / bands, j = kk % bands;
             for (unsigned q = 0; q < 4u; ++q) /* K dims 0-63, 64-127, then V's */
                 kl__tma_load_2d(r.ring + s * kTile + q * 2048u, &map, (int)(h * 128u + (q & 1u) * 64u),
-                       (int)(sh * rps + (q >> 1) * half + 16u * j), r.full + 8 * s);
+                       (int)(sh * rows_per_share + (q >> 1) * half + 16u * j), r.full + 8 * s);
         };
         unsigned k = 0;
         if (mode == 0) {
@@ -162,7 +161,7 @@ __global__ void __launch_bounds__(288) probe(int mode, const char *src, size_t s
         } else if (mode == 3) {
             /* static shares of the first total - pool tiles, then the pool in
              * chunks claimed from *ctr one ahead (the first at entry) */
-            const unsigned total = per * nshares, pool = rows_per_share >> 16, stat = total - pool;
+            const unsigned total = per * nshares, stat = total - pool;
             const unsigned nch = (pool + chunk - 1u) / chunk;
             const unsigned lo = (unsigned)((unsigned long long)stat * blockIdx.x / gridDim.x);
             const unsigned hi = (unsigned)((unsigned long long)stat * (blockIdx.x + 1u) / gridDim.x);
@@ -275,9 +274,9 @@ int main() {
         const size_t share = bytes / blocks / kTile * kTile;
         const double us = median_us([&](int i) {
             if (two)
-                probe<kSlots / 2><<<blocks, 288, smem / 2 + 512>>>(0, src[i % 3], share, maps[0], 0, 0, 0, ctr, st, sink);
+                probe<kSlots / 2><<<blocks, 288, smem / 2 + 512>>>(0, src[i % 3], share, maps[0], 0, 0, 0, 0, ctr, st, sink);
             else
-                probe<kSlots><<<blocks, 288, smem>>>(0, src[i % 3], share, maps[0], 0, 0, 0, ctr, st, sink);
+                probe<kSlots><<<blocks, 288, smem>>>(0, src[i % 3], share, maps[0], 0, 0, 0, 0, ctr, st, sink);
         });
         char name[64];
         std::snprintf(name, sizeof name, "bulk 8 KiB, %d blocks%s", blocks, two ? " (2 an SM)" : "");
@@ -285,7 +284,7 @@ int main() {
     }
     const double box_bytes = (double)rows * 2048 * nshares;
     double us = median_us([&](int i) {
-        probe<kSlots><<<nshares, 288, smem>>>(1, nullptr, 0, maps[i % 3], rows, nshares, 0, ctr, st, sink);
+        probe<kSlots><<<nshares, 288, smem>>>(1, nullptr, 0, maps[i % 3], rows, nshares, 0, 0, ctr, st, sink);
     });
     report("boxes, 128 blocks", nshares, us, box_bytes);
     for (unsigned chunk : {16u, 64u}) {
@@ -294,7 +293,7 @@ int main() {
             CK(cudaMemset(ctr, 0, 4 * kCounters));
             int launch = 0;
             us = median_us([&](int i) {
-                probe<kSlots><<<blocks, 288, smem>>>(2, nullptr, 0, maps[i % 3], rows, nshares, chunk,
+                probe<kSlots><<<blocks, 288, smem>>>(2, nullptr, 0, maps[i % 3], rows, nshares, chunk, 0,
                                                      ctr + launch++ % kCounters, st, sink);
             });
             char name[64];
@@ -311,7 +310,7 @@ int main() {
             CK(cudaMemset(ctr, 0, 4 * kCounters));
             int launch = 0;
             us = median_us([&](int i) {
-                probe<kSlots><<<128, 288, smem>>>(3, nullptr, 0, maps[i % 3], rows | (pool << 16), nshares, chunk,
+                probe<kSlots><<<128, 288, smem>>>(3, nullptr, 0, maps[i % 3], rows, nshares, chunk, pool,
                                                   ctr + launch++ % kCounters, st, sink);
             });
             char name[64];
