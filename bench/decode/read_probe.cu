@@ -25,6 +25,11 @@
 //   boxes dyn  boxes, the tiles in chunks of C: a block's first chunk is
 //              its own, the rest claimed from a global counter one chunk
 //              ahead (a zeroed counter a launch), so fast SMs take more.
+//   boxes own + help in C
+//              boxes, each block claiming its own share's chunks of C from
+//              that share's counter, then the least-claimed share's (warp 0
+//              reads every counter at once), until none is left; "moves" is
+//              how many shares a block helped (the last launch).
 //   boxes static + pool 1/D in C
 //              boxes, equal static shares of the first T - T/D tiles, then
 //              the last T/D in chunks of C claimed one ahead (the first at
@@ -109,19 +114,22 @@ __device__ void finish(const Ring &r, int *tag, unsigned k) { /* 8 end markers, 
         kl__mbar_arrive(r.full + 8 * s);
     }
 }
-__device__ void stamp(unsigned long long *stamps, unsigned long long t0, int acc, int *sink) {
+__device__ void stamp(unsigned long long *stamps, unsigned long long t0, int acc, int *sink, unsigned moves) {
     __syncthreads();
     if (threadIdx.x == 0) {
-        stamps[3 * blockIdx.x] = t0;
-        stamps[3 * blockIdx.x + 1] = kl__globaltimer();
-        stamps[3 * blockIdx.x + 2] = smid();
+        stamps[4 * blockIdx.x] = t0;
+        stamps[4 * blockIdx.x + 1] = kl__globaltimer();
+        stamps[4 * blockIdx.x + 2] = smid();
+        stamps[4 * blockIdx.x + 3] = moves;
     }
     if (acc == 0x12345678) *sink = 1; /* keeps the reads */
 }
 
 // mode 0: 1-D copies of a contiguous share; mode 1: boxes, a static share;
 // mode 2: boxes, chunks of C tiles claimed from *ctr; mode 3: static shares,
-// then `pool` tiles in chunks of C claimed from *ctr.
+// then `pool` tiles in chunks of C claimed from *ctr; mode 4: share b's
+// chunks of C claimed from ctr[b], then (warp 0 reading every share's
+// counter at once) the least-claimed share's, until none is left.
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
 
 template <unsigned NS>
@@ -135,9 +143,11 @@ __global__ void __launch_bounds__(288) probe(int mode, const char *src, size_t s
     const Ring r = ring_setup<NS>(sm, bars);
     const unsigned long long t0 = kl__globaltimer();
     int acc = 0;
+    unsigned moves = 0; /* mode 4: shares helped after the block's own */
     if (threadIdx.x >= 32u) {
         acc = consume<NS>(r, sm, tag);
-    } else if (threadIdx.x == 0) {
+    } else if (threadIdx.x < 32u) {
+        const unsigned lane = threadIdx.x;
         const unsigned half = rows_per_share / 2u, bands = half / 16u, per = 8u * bands;
         auto issue = [&](unsigned k, unsigned t) { /* tile t into stream slot k */
             const unsigned s = k % NS;
@@ -154,7 +164,39 @@ __global__ void __launch_bounds__(288) probe(int mode, const char *src, size_t s
                        (int)(sh * rows_per_share + (q >> 1) * half + 16u * j), r.full + 8 * s);
         };
         unsigned k = 0;
-        if (mode == 0) {
+        if (mode == 4) {
+            /* Unit-affine claims: a block's own share first, then help. */
+            const unsigned nch = (per + chunk - 1u) / chunk;
+            unsigned s = blockIdx.x, c = 0;
+            if (lane == 0) c = atomicAdd(ctr + s, 1u);
+            c = __shfl_sync(~0u, c, 0);
+            for (;;) {
+                if (c >= nch) { /* this share is done: the least-claimed one next */
+                    unsigned best = ~0u, bs = 0;
+                    for (unsigned j = lane; j < nshares; j += 32u) {
+                        const unsigned v = *reinterpret_cast<volatile unsigned *>(ctr + j);
+                        if (v < best) best = v, bs = j;
+                    }
+                    for (int o = 16; o > 0; o >>= 1) {
+                        const unsigned ob = __shfl_xor_sync(~0u, best, o), os = __shfl_xor_sync(~0u, bs, o);
+                        if (ob < best || (ob == best && os < bs)) best = ob, bs = os;
+                    }
+                    if (best >= nch) break;
+                    s = bs;
+                    ++moves;
+                    if (lane == 0) c = atomicAdd(ctr + s, 1u);
+                    c = __shfl_sync(~0u, c, 0);
+                    continue;
+                }
+                unsigned nxt = 0;
+                if (lane == 0) {
+                    nxt = atomicAdd(ctr + s, 1u); /* one ahead, under this chunk's copies */
+                    for (unsigned t = c * chunk; t < min(per, c * chunk + chunk); ++t) issue(k++, s * per + t);
+                }
+                c = __shfl_sync(~0u, nxt, 0);
+            }
+        } else if (lane != 0) {
+        } else if (mode == 0) {
             for (unsigned t = 0; t < share / kTile; ++t) issue(k++, t);
         } else if (mode == 1) {
             for (unsigned t = 0; t < per; ++t) issue(k++, blockIdx.x * per + t);
@@ -181,9 +223,9 @@ __global__ void __launch_bounds__(288) probe(int mode, const char *src, size_t s
                 if (cur < nch) nxt = atomicAdd(ctr, 1u) + gridDim.x;
             }
         }
-        finish<NS>(r, tag, k);
+        if (lane == 0) finish<NS>(r, tag, k);
     }
-    stamp(stamps, t0, acc, sink);
+    stamp(stamps, t0, acc, sink, moves);
 #endif
 }
 
@@ -205,9 +247,9 @@ int main() {
     unsigned *ctr;
     unsigned long long *st;
     int *sink;
-    constexpr int kCounters = 128;
+    constexpr int kCounters = 128 * 72; /* mode 4: 128 a launch, 72 launches */
     CK(cudaMalloc(&ctr, 4 * kCounters));
-    CK(cudaMalloc(&st, 3 * 8 * 1024));
+    CK(cudaMalloc(&st, 4 * 8 * 1024));
     CK(cudaMalloc(&sink, 4));
     cudaEvent_t a, b;
     CK(cudaEventCreate(&a));
@@ -252,12 +294,17 @@ int main() {
 
     auto report = [&](const char *name, int blocks, double us, double read_bytes) {
         CK(cudaDeviceSynchronize());
-        std::vector<unsigned long long> h(3 * blocks);
+        std::vector<unsigned long long> h(4 * blocks);
         CK(cudaMemcpy(h.data(), st, 8 * h.size(), cudaMemcpyDeviceToHost));
         unsigned long long t0 = ~0ull;
-        for (int k = 0; k < blocks; ++k) t0 = std::min(t0, h[3 * k]);
+        unsigned long long moves = 0, most = 0;
+        for (int k = 0; k < blocks; ++k) t0 = std::min(t0, h[4 * k]);
         std::vector<std::pair<double, int>> e;
-        for (int k = 0; k < blocks; ++k) e.push_back({(h[3 * k + 1] - t0) * 1e-3, (int)h[3 * k + 2]});
+        for (int k = 0; k < blocks; ++k) {
+            e.push_back({(h[4 * k + 1] - t0) * 1e-3, (int)h[4 * k + 2]});
+            moves += h[4 * k + 3];
+            most = std::max(most, h[4 * k + 3]);
+        }
         std::sort(e.begin(), e.end());
         const double gbps = read_bytes / (us * 1e3);
         std::printf("%-34s %7.1f us %6.0f GB/s = %.3f of copy; ends p10 %.1f p50 %.1f p90 %.1f latest %.1f us; "
@@ -267,6 +314,7 @@ int main() {
         for (int i = 0; i < 4; ++i) std::printf(" %d", e[i].second);
         std::printf(", latest sm");
         for (int i = 0; i < 4; ++i) std::printf(" %d", e[e.size() - 1 - i].second);
+        if (moves != 0) std::printf("; moves %.2f a block, most %llu", (double)moves / blocks, most);
         std::printf("\n");
     };
     for (int blocks : {128, nsm, 2 * nsm}) {
@@ -294,7 +342,7 @@ int main() {
             int launch = 0;
             us = median_us([&](int i) {
                 probe<kSlots><<<blocks, 288, smem>>>(2, nullptr, 0, maps[i % 3], rows, nshares, chunk, 0,
-                                                     ctr + launch++ % kCounters, st, sink);
+                                                     ctr + launch++ % 128, st, sink);
             });
             char name[64];
             std::snprintf(name, sizeof name, "boxes dyn %u tiles, %d blocks", chunk, blocks);
@@ -311,12 +359,27 @@ int main() {
             int launch = 0;
             us = median_us([&](int i) {
                 probe<kSlots><<<128, 288, smem>>>(3, nullptr, 0, maps[i % 3], rows, nshares, chunk, pool,
-                                                  ctr + launch++ % kCounters, st, sink);
+                                                  ctr + launch++ % 128, st, sink);
             });
             char name[64];
             std::snprintf(name, sizeof name, "boxes static + pool 1/%u in %u, 128", div, chunk);
             report(name, 128, us, box_bytes);
         }
+    }
+    // Unit-affine claims: each block's own share in chunks of C from its
+    // share's counter, then the least-claimed share's, so a fast SM helps
+    // slow ones and a block leaves its own share only at its end (in decode,
+    // a piece end only where it helps).
+    for (unsigned chunk : {8u, 16u, 32u}) {
+        CK(cudaMemset(ctr, 0, 4 * kCounters));
+        int launch = 0;
+        us = median_us([&](int i) {
+            probe<kSlots><<<nshares, 288, smem>>>(4, nullptr, 0, maps[i % 3], rows, nshares, chunk, 0,
+                                                  ctr + 128 * (launch++ % 72), st, sink);
+        });
+        char name[64];
+        std::snprintf(name, sizeof name, "boxes own + help in %u, 128", chunk);
+        report(name, nshares, us, box_bytes);
     }
     return 0;
 }
