@@ -25,6 +25,11 @@
 //   boxes dyn  boxes, the tiles in chunks of C: a block's first chunk is
 //              its own, the rest claimed from a global counter one chunk
 //              ahead (a zeroed counter a launch), so fast SMs take more.
+//   boxes 4 a region, 2 heads in series / in turn
+//              boxes, static: 4 blocks share a region of 8 heads (decode's
+//              32 x 4096: a sequence's units), each reading 2 heads, the
+//              one after the other (decode's order) or a tile of each in
+//              turn (the 4 blocks then read whole rows together).
 //   boxes own + help in C
 //              boxes, each block claiming its own share's chunks of C from
 //              that share's counter, then the least-claimed share's (warp 0
@@ -129,7 +134,11 @@ __device__ void stamp(unsigned long long *stamps, unsigned long long t0, int acc
 // mode 2: boxes, chunks of C tiles claimed from *ctr; mode 3: static shares,
 // then `pool` tiles in chunks of C claimed from *ctr; mode 4: share b's
 // chunks of C claimed from ctr[b], then (warp 0 reading every share's
-// counter at once) the least-claimed share's, until none is left.
+// counter at once) the least-claimed share's, until none is left; mode 5:
+// static, blocks 4g .. 4g + 3 on shares 4g .. 4g + 3 taken as one region
+// of 8 heads, block 4g + j reading heads 2j and 2j + 1, one after the other
+// (chunk 0: decode's persistent blocks at 32 x 4096) or a tile of each in
+// turn (chunk 1).
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
 
 template <unsigned NS>
@@ -158,10 +167,22 @@ __global__ void __launch_bounds__(288) probe(int mode, const char *src, size_t s
                 kl__bulk_load(r.ring + s * kTile, src + share * blockIdx.x + (size_t)t * kTile, kTile, r.full + 8 * s);
                 return;
             }
-            const unsigned sh = t / per, kk = t % per, h = kk / bands, j = kk % bands;
+            unsigned h, row0, j;
+            if (mode == 5) { /* t: (group, j) block's tile; decode's 4 blocks a sequence */
+                const unsigned grp = blockIdx.x / 4u, jb = blockIdx.x % 4u, kk = t % per, gb = 4u * bands;
+                h = 2u * jb + (chunk ? kk % 2u : kk / gb);
+                j = chunk ? kk / 2u : kk % gb;
+                row0 = grp * 4u * rows_per_share;
+                for (unsigned q = 0; q < 4u; ++q)
+                    kl__tma_load_2d(r.ring + s * kTile + q * 2048u, &map, (int)(h * 128u + (q & 1u) * 64u),
+                                    (int)(row0 + (q >> 1) * 4u * half + 16u * j), r.full + 8 * s);
+                return;
+            }
+            const unsigned sh = t / per, kk = t % per;
+            h = kk / bands, j = kk % bands, row0 = sh * rows_per_share;
             for (unsigned q = 0; q < 4u; ++q) /* K dims 0-63, 64-127, then V's */
                 kl__tma_load_2d(r.ring + s * kTile + q * 2048u, &map, (int)(h * 128u + (q & 1u) * 64u),
-                       (int)(sh * rows_per_share + (q >> 1) * half + 16u * j), r.full + 8 * s);
+                       (int)(row0 + (q >> 1) * half + 16u * j), r.full + 8 * s);
         };
         unsigned k = 0;
         if (mode == 4) {
@@ -198,7 +219,7 @@ __global__ void __launch_bounds__(288) probe(int mode, const char *src, size_t s
         } else if (lane != 0) {
         } else if (mode == 0) {
             for (unsigned t = 0; t < share / kTile; ++t) issue(k++, t);
-        } else if (mode == 1) {
+        } else if (mode == 1 || mode == 5) {
             for (unsigned t = 0; t < per; ++t) issue(k++, blockIdx.x * per + t);
         } else if (mode == 3) {
             /* static shares of the first total - pool tiles, then the pool in
@@ -365,6 +386,12 @@ int main() {
             std::snprintf(name, sizeof name, "boxes static + pool 1/%u in %u, 128", div, chunk);
             report(name, 128, us, box_bytes);
         }
+    }
+    for (unsigned alt : {0u, 1u}) {
+        us = median_us([&](int i) {
+            probe<kSlots><<<nshares, 288, smem>>>(5, nullptr, 0, maps[i % 3], rows, nshares, alt, 0, ctr, st, sink);
+        });
+        report(alt ? "boxes 4 a region, 2 heads in turn" : "boxes 4 a region, 2 heads in series", nshares, us, box_bytes);
     }
     // Unit-affine claims: each block's own share in chunks of C from its
     // share's counter, then the least-claimed share's, so a fast SM helps
