@@ -5,10 +5,11 @@
 // bench/decode/read_probe.sh with nvcc (no Bazel rule builds host CUDA here).
 //
 //   bash bench/decode/read_probe.sh        # here: .gpu/bench/decode/read_probe
-//   .gpu/bench/decode/read_probe           # on the GPU machine
+//   .gpu/bench/decode/read_probe [ROUNDS]  # on the GPU machine (default 3)
 //
 // 512 MiB (the bytes of decode_bench's 32 x 4096 bf16 shape), three sets
-// rotated so the L2 is cold, median of 40 launches after 25, CUDA events
+// rotated so the L2 is cold, every row again a round with the sets 18 MiB
+// further on (two H100 cards ranked the variants differently), median of 40 launches after 25, CUDA events
 // around each (as decode_bench times its kernels). Each line: the time, the
 // read rate as a fraction of cuMemcpyDtoD's read + write rate in the same run,
 // and when each block ended (globaltimer, from the first block's start):
@@ -30,6 +31,9 @@
 //              32 x 4096: a sequence's units), each reading 2 heads, the
 //              one after the other (decode's order) or a tile of each in
 //              turn (the 4 blocks then read whole rows together).
+//   boxes 8 a region, 1 head, 2 regions
+//              boxes, static: block 8g + h reads head h of region g, then of
+//              region g + 16 (the 8 blocks of a region read its rows whole).
 //   boxes own + help in C
 //              boxes, each block claiming its own share's chunks of C from
 //              that share's counter, then the least-claimed share's (warp 0
@@ -138,7 +142,8 @@ __device__ void stamp(unsigned long long *stamps, unsigned long long t0, int acc
 // static, blocks 4g .. 4g + 3 on shares 4g .. 4g + 3 taken as one region
 // of 8 heads, block 4g + j reading heads 2j and 2j + 1, one after the other
 // (chunk 0: decode's persistent blocks at 32 x 4096) or a tile of each in
-// turn (chunk 1).
+// turn (chunk 1); mode 6: static, block 8g + h reading head h of region g,
+// then of region g + 16 (8 blocks read a region's whole rows together).
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
 
 template <unsigned NS>
@@ -168,11 +173,18 @@ __global__ void __launch_bounds__(288) probe(int mode, const char *src, size_t s
                 return;
             }
             unsigned h, row0, j;
-            if (mode == 5) { /* t: (group, j) block's tile; decode's 4 blocks a sequence */
-                const unsigned grp = blockIdx.x / 4u, jb = blockIdx.x % 4u, kk = t % per, gb = 4u * bands;
-                h = 2u * jb + (chunk ? kk % 2u : kk / gb);
-                j = chunk ? kk / 2u : kk % gb;
-                row0 = grp * 4u * rows_per_share;
+            if (mode == 5 || mode == 6) { /* regions of 4 shares: 8 heads x 4 bands-of-a-share bands */
+                const unsigned kk = t % per, gb = 4u * bands;
+                if (mode == 5) { /* block 4g + jb: heads 2jb, 2jb + 1 of region g */
+                    const unsigned grp = blockIdx.x / 4u, jb = blockIdx.x % 4u;
+                    h = 2u * jb + (chunk ? kk % 2u : kk / gb);
+                    j = chunk ? kk / 2u : kk % gb;
+                    row0 = grp * 4u * rows_per_share;
+                } else { /* block 8g + h: head h of region g, then of region g + nshares / 8 */
+                    h = blockIdx.x % 8u;
+                    j = kk % gb;
+                    row0 = (blockIdx.x / 8u + (kk / gb) * (nshares / 8u)) * 4u * rows_per_share;
+                }
                 for (unsigned q = 0; q < 4u; ++q)
                     kl__tma_load_2d(r.ring + s * kTile + q * 2048u, &map, (int)(h * 128u + (q & 1u) * 64u),
                                     (int)(row0 + (q >> 1) * 4u * half + 16u * j), r.full + 8 * s);
@@ -219,7 +231,7 @@ __global__ void __launch_bounds__(288) probe(int mode, const char *src, size_t s
         } else if (lane != 0) {
         } else if (mode == 0) {
             for (unsigned t = 0; t < share / kTile; ++t) issue(k++, t);
-        } else if (mode == 1 || mode == 5) {
+        } else if (mode == 1 || mode == 5 || mode == 6) {
             for (unsigned t = 0; t < per; ++t) issue(k++, blockIdx.x * per + t);
         } else if (mode == 3) {
             /* static shares of the first total - pool tiles, then the pool in
@@ -252,17 +264,21 @@ __global__ void __launch_bounds__(288) probe(int mode, const char *src, size_t s
 
 }  // namespace
 
-int main() {
+int main(int argc, char **argv) {
     const size_t bytes = size_t{512} << 20;
     int nsm = 0;
     CK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
+    /* Rounds: the three sets moved by 18 MiB a round in one allocation, so
+     * each round's bytes lie on other physical pages (the rows' order
+     * differed between cards by more than it differs between variants). */
+    const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
+    const size_t shift = size_t{18} << 20;
+    char *pool;
+    CK(cudaMalloc(&pool, 3 * bytes + (size_t)(rounds > 1 ? rounds - 1 : 0) * shift));
+    CK(cudaMemset(pool, 1, 3 * bytes + (size_t)(rounds > 1 ? rounds - 1 : 0) * shift));
     std::vector<char *> src(3);
-    for (auto &s : src) {
-        CK(cudaMalloc(&s, bytes));
-        CK(cudaMemset(s, 1, bytes));
-    }
     void *dst;
     CK(cudaMalloc(&dst, bytes));
     unsigned *ctr;
@@ -291,9 +307,15 @@ int main() {
         std::sort(v.begin(), v.end());
         return v[v.size() / 2];
     };
+    const unsigned smem = kSlots * kTile + 1024;
+    CK(cudaFuncSetAttribute(probe<kSlots>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CK(cudaFuncSetAttribute(probe<kSlots / 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem / 2 + 512));
+    for (int round = 0; round < rounds; ++round) {
+    for (int i = 0; i < 3; ++i) src[i] = pool + (size_t)round * shift + (size_t)i * bytes;
     const double copy_us = median_us([&](int i) { CK(cudaMemcpyAsync(dst, src[i % 3], bytes, cudaMemcpyDeviceToDevice)); });
     const double copy = 2.0 * bytes / (copy_us * 1e3);
-    std::printf("read_probe on %s (%d SMs): copy %.1f us, %.0f GB/s (read + write)\n", prop.name, nsm, copy_us, copy);
+    std::printf("read_probe on %s (%d SMs), round %d (sets %zu MiB on): copy %.1f us, %.0f GB/s (read + write)\n",
+                prop.name, nsm, round, (size_t)round * (shift >> 20), copy_us, copy);
 
     // The boxes' view: rows of 2048 bytes (8 KV heads x 128 bf16), 128 shares.
     const unsigned nshares = 128, rows = (unsigned)(bytes / 2048 / nshares) / 32u * 32u;
@@ -309,9 +331,6 @@ int main() {
             return 1;
         }
     }
-    const unsigned smem = kSlots * kTile + 1024;
-    CK(cudaFuncSetAttribute(probe<kSlots>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CK(cudaFuncSetAttribute(probe<kSlots / 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem / 2 + 512));
 
     auto report = [&](const char *name, int blocks, double us, double read_bytes) {
         CK(cudaDeviceSynchronize());
@@ -387,6 +406,10 @@ int main() {
             report(name, 128, us, box_bytes);
         }
     }
+    us = median_us([&](int i) {
+        probe<kSlots><<<nshares, 288, smem>>>(6, nullptr, 0, maps[i % 3], rows, nshares, 0, 0, ctr, st, sink);
+    });
+    report("boxes 8 a region, 1 head, 2 regions", nshares, us, box_bytes);
     for (unsigned alt : {0u, 1u}) {
         us = median_us([&](int i) {
             probe<kSlots><<<nshares, 288, smem>>>(5, nullptr, 0, maps[i % 3], rows, nshares, alt, 0, ctr, st, sink);
@@ -408,5 +431,6 @@ int main() {
         std::snprintf(name, sizeof name, "boxes own + help in %u, 128", chunk);
         report(name, nshares, us, box_bytes);
     }
+    } /* rounds */
     return 0;
 }
