@@ -34,6 +34,11 @@
 //   boxes 8 a region, 1 head, 2 regions
 //              boxes, static: block 8g + h reads head h of region g, then of
 //              region g + 16 (the 8 blocks of a region read its rows whole).
+//   pages [in order], 2 units in series / in turn
+//              decode's own view (probe_pages): pages of [16 slots][8 heads]
+//              [128] bf16 through a shuffled (or the identity) table, 4-D maps; block b reads
+//              decode's persistent share at 32 x 4096 (sequence b / 4, heads
+//              2 (b % 4) and + 1) in decode's order or alternating the units.
 //   boxes own + help in C
 //              boxes, each block claiming its own share's chunks of C from
 //              that share's counter, then the least-claimed share's (warp 0
@@ -262,6 +267,46 @@ __global__ void __launch_bounds__(288) probe(int mode, const char *src, size_t s
 #endif
 }
 
+// Decode's own view: caches of pages [16 slots][8 heads][128] bf16 (32 KiB),
+// K then V (256 MiB each), a shuffled page table of 8192 entries (32
+// sequences x 256 pages); 4-D maps (d, head, slot, page), boxes of 64 d x 1
+// head x 16 slots. Block b takes decode's persistent share at 32 x 4096,
+// units 2b and 2b + 1 (sequence b / 4, heads 2 (b % 4) and + 1): alt 0 the
+// one unit then the other (decode's order), alt 1 a tile of each in turn.
+template <unsigned NS>
+__global__ void __launch_bounds__(288) probe_pages(const __grid_constant__ CUtensorMap kmap,
+                                                   const __grid_constant__ CUtensorMap vmap, const int *table,
+                                                   unsigned alt, unsigned long long *stamps, int *sink) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ __align__(1024) unsigned char sm[];
+    __shared__ __align__(8) unsigned long long bars[2 * NS];
+    __shared__ int tag[NS];
+    __shared__ int pages[256];
+    const unsigned seq = blockIdx.x / 4u, h0 = 2u * (blockIdx.x % 4u);
+    for (unsigned i = threadIdx.x; i < 256u; i += blockDim.x) pages[i] = table[seq * 256u + i];
+    const Ring r = ring_setup<NS>(sm, bars); /* its __syncthreads covers pages[] */
+    const unsigned long long t0 = kl__globaltimer();
+    int acc = 0;
+    if (threadIdx.x >= 32u) {
+        acc = consume<NS>(r, sm, tag);
+    } else if (threadIdx.x == 0) {
+        unsigned k = 0;
+        for (unsigned t = 0; t < 512u; ++t, ++k) {
+            const unsigned h = h0 + (alt ? t % 2u : t / 256u), j = alt ? t / 2u : t % 256u;
+            const unsigned s = k % NS;
+            kl__mbar_wait(r.empty + 8 * s, ((k / NS) & 1u) ^ 1u);
+            tag[s] = (int)t;
+            kl__mbar_arrive_expect_tx(r.full + 8 * s, kTile);
+            for (unsigned q = 0; q < 4u; ++q) /* K dims 0-63, 64-127, then V's */
+                kl__tma_load_4d(r.ring + s * kTile + q * 2048u, q < 2u ? &kmap : &vmap, (int)((q & 1u) * 64u), (int)h,
+                                0, pages[j], r.full + 8 * s);
+        }
+        finish<NS>(r, tag, k);
+    }
+    stamp(stamps, t0, acc, sink, 0u);
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -430,6 +475,46 @@ int main(int argc, char **argv) {
         char name[64];
         std::snprintf(name, sizeof name, "boxes own + help in %u, 128", chunk);
         report(name, nshares, us, box_bytes);
+    }
+    // Decode's pages (probe_pages): a shuffled table, K and V maps a set.
+    {
+        std::vector<int> h_table(8192);
+        for (int i = 0; i < 8192; ++i) h_table[i] = i;
+        srand(1234);
+        for (int i = 8191; i > 0; --i) std::swap(h_table[i], h_table[rand() % (i + 1)]);
+        int *d_table; /* the shuffled table, then the identity */
+        CK(cudaMalloc(&d_table, 2 * 4 * 8192));
+        CK(cudaMemcpy(d_table, h_table.data(), 4 * 8192, cudaMemcpyHostToDevice));
+        for (int i = 0; i < 8192; ++i) h_table[i] = i;
+        CK(cudaMemcpy(d_table + 8192, h_table.data(), 4 * 8192, cudaMemcpyHostToDevice));
+        std::vector<CUtensorMap> km(3), vm(3);
+        for (int i = 0; i < 3; ++i) {
+            for (int c = 0; c < 2; ++c) {
+                cuuint64_t dims[4] = {128, 8, 16, 8192};
+                cuuint64_t strides[3] = {256, 2048, 32768};
+                cuuint32_t box[4] = {64, 1, 16, 1}, es[4] = {1, 1, 1, 1};
+                if (cuTensorMapEncodeTiled(c ? &vm[i] : &km[i], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+                                           src[i] + (size_t)c * (bytes / 2), dims, strides, box, es,
+                                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+                    std::fprintf(stderr, "read_probe: cuTensorMapEncodeTiled (pages) failed\n");
+                    return 1;
+                }
+            }
+        }
+        CK(cudaFuncSetAttribute(probe_pages<kSlots>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        for (int ident = 0; ident < 2; ++ident)
+            for (unsigned alt : {0u, 1u}) {
+                us = median_us([&](int i) {
+                    probe_pages<kSlots><<<128, 288, smem>>>(km[i % 3], vm[i % 3], d_table + 8192 * ident, alt, st, sink);
+                });
+                char name[64];
+                std::snprintf(name, sizeof name, "pages%s, 2 units %s", ident ? " in order" : "",
+                              alt ? "in turn" : "in series");
+                report(name, 128, us, (double)bytes);
+            }
+        CK(cudaFree(d_table));
     }
     } /* rounds */
     return 0;
