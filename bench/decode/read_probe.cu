@@ -38,7 +38,8 @@
 //              decode's own view (probe_pages): pages of [16 slots][8 heads]
 //              [128] bf16 through a shuffled (or the identity) table, 4-D maps; block b reads
 //              decode's persistent share at 32 x 4096 (sequence b / 4, heads
-//              2 (b % 4) and + 1) in decode's order or alternating the units.
+//              2 (b % 4) and + 1) in decode's order, alternating the units,
+//              or in decode's order with heads 2 <-> 3 and 6 <-> 7 swapped.
 //   boxes own + help in C
 //              boxes, each block claiming its own share's chunks of C from
 //              that share's counter, then the least-claimed share's (warp 0
@@ -272,7 +273,9 @@ __global__ void __launch_bounds__(288) probe(int mode, const char *src, size_t s
 // sequences x 256 pages); 4-D maps (d, head, slot, page), boxes of 64 d x 1
 // head x 16 slots. Block b takes decode's persistent share at 32 x 4096,
 // units 2b and 2b + 1 (sequence b / 4, heads 2 (b % 4) and + 1): alt 0 the
-// one unit then the other (decode's order), alt 1 a tile of each in turn.
+// one unit then the other (decode's order), alt 1 a tile of each in turn,
+// alt 2 as 0 with the heads in the order 0 1 3 2 4 5 7 6 (so the blocks'
+// first units are heads 0, 3, 4, 7 of a sequence, not 0, 2, 4, 6).
 template <unsigned NS>
 __global__ void __launch_bounds__(288) probe_pages(const __grid_constant__ CUtensorMap kmap,
                                                    const __grid_constant__ CUtensorMap vmap, const int *table,
@@ -292,7 +295,9 @@ __global__ void __launch_bounds__(288) probe_pages(const __grid_constant__ CUten
     } else if (threadIdx.x == 0) {
         unsigned k = 0;
         for (unsigned t = 0; t < 512u; ++t, ++k) {
-            const unsigned h = h0 + (alt ? t % 2u : t / 256u), j = alt ? t / 2u : t % 256u;
+            unsigned h = h0 + (alt == 1u ? t % 2u : t / 256u);
+            const unsigned j = alt == 1u ? t / 2u : t % 256u;
+            if (alt == 2u && (h & 2u)) h ^= 1u; /* heads in the order 0 1 3 2 4 5 7 6 */
             const unsigned s = k % NS;
             kl__mbar_wait(r.empty + 8 * s, ((k / NS) & 1u) ^ 1u);
             tag[s] = (int)t;
@@ -505,13 +510,13 @@ int main(int argc, char **argv) {
         }
         CK(cudaFuncSetAttribute(probe_pages<kSlots>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         for (int ident = 0; ident < 2; ++ident)
-            for (unsigned alt : {0u, 1u}) {
+            for (unsigned alt : {0u, 1u, 2u}) {
                 us = median_us([&](int i) {
                     probe_pages<kSlots><<<128, 288, smem>>>(km[i % 3], vm[i % 3], d_table + 8192 * ident, alt, st, sink);
                 });
                 char name[64];
                 std::snprintf(name, sizeof name, "pages%s, 2 units %s", ident ? " in order" : "",
-                              alt ? "in turn" : "in series");
+                              alt == 1u ? "in turn" : alt == 2u ? "in series, 0 1 3 2 4 5 7 6" : "in series");
                 report(name, 128, us, (double)bytes);
             }
         CK(cudaFree(d_table));
