@@ -1,9 +1,13 @@
 // decode_bench: paged decode attention against the GPU's copy bandwidth.
 //
-//   decode_bench [--json FILE] [--runs N] [--only-gqa] [--only-fixed] [--trace CUBIN] [--ab CUBIN]
+//   decode_bench [--json FILE] [--runs N] [--only-gqa] [--only-fixed] [--tables-in-order] [--trace CUBIN]
+//                [--ab CUBIN]
 //
 // --only-gqa: copy and the 32 x 4096 rows only (for a profiler's run).
 // --only-fixed: copy and the fixed-cost sweep only (the same).
+// --tables-in-order: block tables in order (sequence s's pages s * n ..
+//   s * n + n - 1), not shuffled: what the shuffle costs the reads, against
+//   torch SDPA's contiguous cache (docs/PERFORMANCE.md, fifteenth session).
 // --trace CUBIN: only the timelines of the `_tma` persistent launchers'
 //   blocks, from CUBIN (bench/decode/trace.sh's build, whose kernels stamp
 //   their phases; see trace_timelines below).
@@ -19,7 +23,7 @@
 // read: K and V of each sequence's attended positions (clipped to the
 // sliding window), once per KV head; block tables, q and outputs are not
 // counted. Caches hold random bf16 in [-1, 1) or fp8 codes of magnitude
-// 1/8 to 2 (no NaN); block tables are shuffled.
+// 1/8 to 2 (no NaN); block tables are shuffled (unless --tables-in-order).
 //
 // Measured (head dim 128, block size 16, 32 query / 8 KV heads, variant
 // gqa4_d128):
@@ -246,6 +250,7 @@ struct Kernels {
     kl_kernel attn_bf16_tma, attn_fp8_tma, persist_bf16_tma, persist_fp8_tma;
 } g_k;
 bool g_have_bulk = false;  // the *_gqa_bulk and *_gqa_tma launchers loaded (sm_90a)
+bool g_tables_in_order = false;  // --tables-in-order
 
 Problem make_problem(const Shape &s, uint32_t max_splits) {
     Problem p;
@@ -264,7 +269,7 @@ Problem make_problem(const Shape &s, uint32_t max_splits) {
         fill_random(cs.v, s.fp8, static_cast<uint32_t>(2 * i + 1));
         std::vector<int32_t> t(nblocks);
         std::iota(t.begin(), t.end(), 0);
-        std::shuffle(t.begin(), t.end(), gen);
+        if (!g_tables_in_order) std::shuffle(t.begin(), t.end(), gen);
         ok(kl_cuda_memcpy_htod(&g_cuda, cs.tables.p, t.data(), t.size() * 4), "upload of a block table");
         if (g_have_bulk) {
             // The 4-D views (d, kv head, slot, block), encoded once (outside every timing).
@@ -882,21 +887,25 @@ int main(int argc, char **argv) {
             only_gqa = true;
         else if (std::strcmp(argv[i], "--only-fixed") == 0)
             only_fixed = true;
+        else if (std::strcmp(argv[i], "--tables-in-order") == 0)
+            g_tables_in_order = true;
         else if (std::strcmp(argv[i], "--trace") == 0 && i + 1 < argc)
             trace_path = argv[++i];
         else if (std::strcmp(argv[i], "--ab") == 0 && i + 1 < argc)
             ab_path = argv[++i];
         else
             die(std::string("unknown argument ") + argv[i] +
-                " (decode_bench [--json FILE] [--runs N] [--only-gqa] [--only-fixed] [--trace CUBIN] [--ab CUBIN])");
+                " (decode_bench [--json FILE] [--runs N] [--only-gqa] [--only-fixed] [--tables-in-order] [--trace CUBIN] "
+                "[--ab CUBIN])");
     }
     init_decode_driver();
     char name[256] = "?";
     kl_cuda_device_name(&g_cuda, name, sizeof name);
     const uint32_t sms = sm_count();
-    std::printf("decode_bench on %s (%u SMs), median of %d runs after %d warm-up, KV sets rotated\n", name, sms,
-                g_runs, kWarmup);
+    std::printf("decode_bench on %s (%u SMs), median of %d runs after %d warm-up, KV sets rotated, block tables %s\n",
+                name, sms, g_runs, kWarmup, g_tables_in_order ? "in order" : "shuffled");
     json_str("device", name);
+    json_str("block_tables", g_tables_in_order ? "in order" : "shuffled");
     json_num("sm_count", sms);
     json_num("runs", g_runs);
 
