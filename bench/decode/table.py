@@ -41,9 +41,11 @@ def main():
         b["gqa_bf16_kv_bytes"] / (best[0] * 1e3) / copy, "{:.3f}")
     row("GQA fp8 32 x 4096: tokens/s over bf16 (dispatch)", b["fp8_over_bf16_tokens_per_s"], "{:.3f}", 1.6)
     row("GQA fp8 32 x 4096: dispatch, fraction of copy (fp8 bytes)", b["gqa_fp8_dispatch_fraction_of_copy"], "{:.3f}")
-    row("1 x 32768 split-KV (%d splits), fraction of copy" % b["long_seq_rule_splits"],
-        b["long_seq_dispatch_fraction_of_copy"], "{:.3f}", 0.7)
-    row("1 x 32768 seed grid (8 blocks), fraction of copy", b["long_seq_seed_fraction_of_copy"], "{:.3f}")
+    # A partial run (decode_bench --only-gqa) has no 1 x 32768, window or PDL rows.
+    if "long_seq_rule_splits" in b:
+        row("1 x 32768 split-KV (%d splits), fraction of copy" % b["long_seq_rule_splits"],
+            b["long_seq_dispatch_fraction_of_copy"], "{:.3f}", 0.7)
+        row("1 x 32768 seed grid (8 blocks), fraction of copy", b["long_seq_seed_fraction_of_copy"], "{:.3f}")
     if "long_seq_sweep_best_splits" in b:
         row("1 x 32768 split-KV, best split count (%d), fraction of copy" % b["long_seq_sweep_best_splits"],
             b["long_seq_sweep_best_fraction_of_copy"], "{:.3f}", 0.7)
@@ -125,10 +127,11 @@ def main():
                 b["tma_fp8_over_bf16_tokens_per_s"], "{:.3f}", 1.8)
     elif "bulk_supported" in b:
         rows.append(("copy-engine (bulk, tma) launchers", "n/a", "", "need sm_90a"))
-    for n in (8192, 16384, 32768):
-        row("window 4096 over %d: time (us)" % n, b["window4096_len%d_dispatch_us" % n], "{:.1f}")
-    row("window 4096: max / min time over 8192..32768 (flat)", b["window_max_over_min"], "{:.3f}", 1.1,
-        higher_is_better=False)
+    if "window_max_over_min" in b:
+        for n in (8192, 16384, 32768):
+            row("window 4096 over %d: time (us)" % n, b["window4096_len%d_dispatch_us" % n], "{:.1f}")
+        row("window 4096: max / min time over 8192..32768 (flat)", b["window_max_over_min"], "{:.3f}", 1.1,
+            higher_is_better=False)
     if b.get("pdl_supported"):
         for key, label in (("long_seq", "1 x 32768"), ("short_seq", "1 x 2048"), ("gqa_bf16", "32 x 4096")):
             if "pdl_%s_gain" % key not in b:
@@ -170,7 +173,8 @@ def main():
     head = ("measure", "value", "target", "ratio to target")
     width = [max(len(str(r[i])) for r in rows + [head]) for i in range(4)]
     line = lambda r: "| " + " | ".join(str(c).ljust(w) for c, w in zip(r, width)) + " |"
-    print("device: %s (%s SMs)" % (b.get("device", "?"), b.get("sm_count", "?")))
+    print("device: %s (%s SMs), block tables %s" % (b.get("device", "?"), b.get("sm_count", "?"),
+                                                     b.get("block_tables", "shuffled")))
     print(line(head))
     print("|" + "|".join("-" * (w + 2) for w in width) + "|")
     for r in rows:
