@@ -96,6 +96,10 @@
 // seed-grid output with the scalar one, else exit 1.
 // Prints a table and, with --json, writes the numbers to FILE. Exit 1 on
 // any failure (no GPU, a refused launch, a mismatch).
+// One file of ~1400 lines because every row needs the others' state in the
+// same process: the copy baseline each ratio is read against, the cache
+// sets and kernel handles timed side by side, and the _mma seed output each
+// row's check compares with; split, they would pass all of it around.
 #define KLAUNCH_IMPLEMENTATION
 #include "klaunch/cuda_backend.h"
 #include "klaunch/paged_decode.h"
