@@ -9,8 +9,8 @@
 //
 // 512 MiB (the bytes of decode_bench's 32 x 4096 bf16 shape), three sets
 // rotated so the L2 is cold, every row again a round with the sets 18 MiB
-// further on (two H100 cards ranked the variants differently), median of 40 launches after 25, CUDA events
-// around each (as decode_bench times its kernels). Each line: the time, the
+// further on (two H100 cards ranked the variants differently), median of
+// 40 launches after 25, CUDA events around each (as decode_bench times its kernels). Each line: the time, the
 // read rate as a fraction of cuMemcpyDtoD's read + write rate in the same run,
 // and when each block ended (globaltimer, from the first block's start):
 // p10 / p50 / p90 / latest, and the SMs of the earliest and the latest.
@@ -36,10 +36,11 @@
 //              region g + 16 (the 8 blocks of a region read its rows whole).
 //   pages [in order], 2 units in series / in turn
 //              decode's own view (probe_pages): pages of [16 slots][8 heads]
-//              [128] bf16 through a shuffled (or the identity) table, 4-D maps; block b reads
-//              decode's persistent share at 32 x 4096 (sequence b / 4, heads
-//              2 (b % 4) and + 1) in decode's order, alternating the units,
-//              or in decode's order with heads 2 <-> 3 and 6 <-> 7 swapped.
+//              [128] bf16 through a shuffled (or the identity) table, 4-D
+//              maps; block b reads decode's persistent share at 32 x 4096
+//              (sequence b / 4, heads 2 (b % 4) and + 1) in decode's order,
+//              alternating the units, or in decode's order with heads
+//              2 <-> 3 and 6 <-> 7 swapped.
 //   boxes own + help in C
 //              boxes, each block claiming its own share's chunks of C from
 //              that share's counter, then the least-claimed share's (warp 0
@@ -56,6 +57,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <numeric>
+#include <random>
 #include <vector>
 
 /* The library's wrappers of the instructions the ring uses (mbarriers, bulk
@@ -120,6 +123,16 @@ __device__ int consume(const Ring &r, const unsigned char *sm, const volatile in
     }
     return acc;
 }
+// The producer's slot for stream tile k (tile t): wait until its last
+// reader is done, tag it, expect a tile's bytes on `full`.
+template <unsigned NS>
+__device__ unsigned slot_begin(const Ring &r, int *tag, unsigned k, unsigned t) {
+    const unsigned s = k % NS;
+    kl__mbar_wait(r.empty + 8 * s, ((k / NS) & 1u) ^ 1u);
+    tag[s] = (int)t;
+    kl__mbar_arrive_expect_tx(r.full + 8 * s, kTile);
+    return s;
+}
 template <unsigned NS>
 __device__ void finish(const Ring &r, int *tag, unsigned k) { /* 8 end markers, one per consumer warp */
     for (unsigned e = 0; e < 8u; ++e, ++k) {
@@ -170,10 +183,7 @@ __global__ void __launch_bounds__(288) probe(int mode, const char *src, size_t s
         const unsigned lane = threadIdx.x;
         const unsigned half = rows_per_share / 2u, bands = half / 16u, per = 8u * bands;
         auto issue = [&](unsigned k, unsigned t) { /* tile t into stream slot k */
-            const unsigned s = k % NS;
-            kl__mbar_wait(r.empty + 8 * s, ((k / NS) & 1u) ^ 1u);
-            tag[s] = (int)t;
-            kl__mbar_arrive_expect_tx(r.full + 8 * s, kTile);
+            const unsigned s = slot_begin<NS>(r, tag, k, t);
             if (mode == 0) {
                 kl__bulk_load(r.ring + s * kTile, src + share * blockIdx.x + (size_t)t * kTile, kTile, r.full + 8 * s);
                 return;
@@ -298,10 +308,7 @@ __global__ void __launch_bounds__(288) probe_pages(const __grid_constant__ CUten
             unsigned h = h0 + (alt == 1u ? t % 2u : t / 256u);
             const unsigned j = alt == 1u ? t / 2u : t % 256u;
             if (alt == 2u && (h & 2u)) h ^= 1u; /* heads in the order 0 1 3 2 4 5 7 6 */
-            const unsigned s = k % NS;
-            kl__mbar_wait(r.empty + 8 * s, ((k / NS) & 1u) ^ 1u);
-            tag[s] = (int)t;
-            kl__mbar_arrive_expect_tx(r.full + 8 * s, kTile);
+            const unsigned s = slot_begin<NS>(r, tag, k, t);
             for (unsigned q = 0; q < 4u; ++q) /* K dims 0-63, 64-127, then V's */
                 kl__tma_load_4d(r.ring + s * kTile + q * 2048u, q < 2u ? &kmap : &vmap, (int)((q & 1u) * 64u), (int)h,
                                 0, pages[j], r.full + 8 * s);
@@ -324,10 +331,14 @@ int main(int argc, char **argv) {
      * each round's bytes lie on other physical pages (the rows' order
      * differed between cards by more than it differs between variants). */
     const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
+    if (argc > 2 || rounds < 1 || rounds > 16) {
+        std::fprintf(stderr, "read_probe: ROUNDS must be a number from 1 to 16 (usage: read_probe [ROUNDS])\n");
+        return 2;
+    }
     const size_t shift = size_t{18} << 20;
     char *pool;
-    CK(cudaMalloc(&pool, 3 * bytes + (size_t)(rounds > 1 ? rounds - 1 : 0) * shift));
-    CK(cudaMemset(pool, 1, 3 * bytes + (size_t)(rounds > 1 ? rounds - 1 : 0) * shift));
+    CK(cudaMalloc(&pool, 3 * bytes + (size_t)(rounds - 1) * shift));
+    CK(cudaMemset(pool, 1, 3 * bytes + (size_t)(rounds - 1) * shift));
     std::vector<char *> src(3);
     void *dst;
     CK(cudaMalloc(&dst, bytes));
@@ -360,167 +371,173 @@ int main(int argc, char **argv) {
     const unsigned smem = kSlots * kTile + 1024;
     CK(cudaFuncSetAttribute(probe<kSlots>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     CK(cudaFuncSetAttribute(probe<kSlots / 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem / 2 + 512));
+    CK(cudaFuncSetAttribute(probe_pages<kSlots>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    // probe_pages' tables, the same every round.
+    std::vector<int> h_table(8192);
+    std::iota(h_table.begin(), h_table.end(), 0);
+    std::mt19937 gen(1234);
+    std::shuffle(h_table.begin(), h_table.end(), gen);
+    int *d_table; /* the shuffled table, then the identity */
+    CK(cudaMalloc(&d_table, 2 * 4 * 8192));
+    CK(cudaMemcpy(d_table, h_table.data(), 4 * 8192, cudaMemcpyHostToDevice));
+    std::iota(h_table.begin(), h_table.end(), 0);
+    CK(cudaMemcpy(d_table + 8192, h_table.data(), 4 * 8192, cudaMemcpyHostToDevice));
     for (int round = 0; round < rounds; ++round) {
-    for (int i = 0; i < 3; ++i) src[i] = pool + (size_t)round * shift + (size_t)i * bytes;
-    const double copy_us = median_us([&](int i) { CK(cudaMemcpyAsync(dst, src[i % 3], bytes, cudaMemcpyDeviceToDevice)); });
-    const double copy = 2.0 * bytes / (copy_us * 1e3);
-    std::printf("read_probe on %s (%d SMs), round %d (sets %zu MiB on): copy %.1f us, %.0f GB/s (read + write)\n",
-                prop.name, nsm, round, (size_t)round * (shift >> 20), copy_us, copy);
+        for (int i = 0; i < 3; ++i) src[i] = pool + (size_t)round * shift + (size_t)i * bytes;
+        const double copy_us =
+            median_us([&](int i) { CK(cudaMemcpyAsync(dst, src[i % 3], bytes, cudaMemcpyDeviceToDevice)); });
+        const double copy = 2.0 * bytes / (copy_us * 1e3);
+        std::printf("read_probe on %s (%d SMs), round %d (sets %zu MiB on): copy %.1f us, %.0f GB/s (read + write)\n",
+                    prop.name, nsm, round, (size_t)round * (shift >> 20), copy_us, copy);
 
-    // The boxes' view: rows of 2048 bytes (8 KV heads x 128 bf16), 128 shares.
-    const unsigned nshares = 128, rows = (unsigned)(bytes / 2048 / nshares) / 32u * 32u;
-    std::vector<CUtensorMap> maps(3);
-    for (int i = 0; i < 3; ++i) {
-        cuuint64_t dims[2] = {1024, (cuuint64_t)rows * nshares};
-        cuuint64_t strides[1] = {2048};
-        cuuint32_t box[2] = {64, 16}, es[2] = {1, 1};
-        if (cuTensorMapEncodeTiled(&maps[i], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, src[i], dims, strides, box, es,
-                                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
-            std::fprintf(stderr, "read_probe: cuTensorMapEncodeTiled failed\n");
-            return 1;
-        }
-    }
-
-    auto report = [&](const char *name, int blocks, double us, double read_bytes) {
-        CK(cudaDeviceSynchronize());
-        std::vector<unsigned long long> h(4 * blocks);
-        CK(cudaMemcpy(h.data(), st, 8 * h.size(), cudaMemcpyDeviceToHost));
-        unsigned long long t0 = ~0ull;
-        unsigned long long moves = 0, most = 0;
-        for (int k = 0; k < blocks; ++k) t0 = std::min(t0, h[4 * k]);
-        std::vector<std::pair<double, int>> e;
-        for (int k = 0; k < blocks; ++k) {
-            e.push_back({(h[4 * k + 1] - t0) * 1e-3, (int)h[4 * k + 2]});
-            moves += h[4 * k + 3];
-            most = std::max(most, h[4 * k + 3]);
-        }
-        std::sort(e.begin(), e.end());
-        const double gbps = read_bytes / (us * 1e3);
-        std::printf("%-34s %7.1f us %6.0f GB/s = %.3f of copy; ends p10 %.1f p50 %.1f p90 %.1f latest %.1f us; "
-                    "earliest sm",
-                    name, us, gbps, gbps / copy, e[e.size() / 10].first, e[e.size() / 2].first,
-                    e[e.size() * 9 / 10].first, e.back().first);
-        for (int i = 0; i < 4; ++i) std::printf(" %d", e[i].second);
-        std::printf(", latest sm");
-        for (int i = 0; i < 4; ++i) std::printf(" %d", e[e.size() - 1 - i].second);
-        if (moves != 0) std::printf("; moves %.2f a block, most %llu", (double)moves / blocks, most);
-        std::printf("\n");
-    };
-    for (int blocks : {128, nsm, 2 * nsm}) {
-        const bool two = blocks == 2 * nsm;
-        const size_t share = bytes / blocks / kTile * kTile;
-        const double us = median_us([&](int i) {
-            if (two)
-                probe<kSlots / 2><<<blocks, 288, smem / 2 + 512>>>(0, src[i % 3], share, maps[0], 0, 0, 0, 0, ctr, st, sink);
-            else
-                probe<kSlots><<<blocks, 288, smem>>>(0, src[i % 3], share, maps[0], 0, 0, 0, 0, ctr, st, sink);
-        });
-        char name[64];
-        std::snprintf(name, sizeof name, "bulk 8 KiB, %d blocks%s", blocks, two ? " (2 an SM)" : "");
-        report(name, blocks, us, (double)share * blocks);
-    }
-    const double box_bytes = (double)rows * 2048 * nshares;
-    double us = median_us([&](int i) {
-        probe<kSlots><<<nshares, 288, smem>>>(1, nullptr, 0, maps[i % 3], rows, nshares, 0, 0, ctr, st, sink);
-    });
-    report("boxes, 128 blocks", nshares, us, box_bytes);
-    for (unsigned chunk : {16u, 64u}) {
-        for (int blocks : {128, nsm}) {
-            // A zeroed counter a launch (median_us launches 65 times, i < 40).
-            CK(cudaMemset(ctr, 0, 4 * kCounters));
-            int launch = 0;
-            us = median_us([&](int i) {
-                probe<kSlots><<<blocks, 288, smem>>>(2, nullptr, 0, maps[i % 3], rows, nshares, chunk, 0,
-                                                     ctr + launch++ % 128, st, sink);
-            });
-            char name[64];
-            std::snprintf(name, sizeof name, "boxes dyn %u tiles, %d blocks", chunk, blocks);
-            report(name, blocks, us, box_bytes);
-        }
-    }
-    // Static shares with a claimed pool at the end (the decode schedule
-    // that keeps whole units for most tiles): pool as a fraction of all tiles.
-    const unsigned total_tiles = rows / 32u * 8u * nshares;
-    for (unsigned div : {16u, 8u, 4u}) {
-        for (unsigned chunk : {16u, 32u}) {
-            const unsigned pool = total_tiles / div;
-            CK(cudaMemset(ctr, 0, 4 * kCounters));
-            int launch = 0;
-            us = median_us([&](int i) {
-                probe<kSlots><<<128, 288, smem>>>(3, nullptr, 0, maps[i % 3], rows, nshares, chunk, pool,
-                                                  ctr + launch++ % 128, st, sink);
-            });
-            char name[64];
-            std::snprintf(name, sizeof name, "boxes static + pool 1/%u in %u, 128", div, chunk);
-            report(name, 128, us, box_bytes);
-        }
-    }
-    us = median_us([&](int i) {
-        probe<kSlots><<<nshares, 288, smem>>>(6, nullptr, 0, maps[i % 3], rows, nshares, 0, 0, ctr, st, sink);
-    });
-    report("boxes 8 a region, 1 head, 2 regions", nshares, us, box_bytes);
-    for (unsigned alt : {0u, 1u}) {
-        us = median_us([&](int i) {
-            probe<kSlots><<<nshares, 288, smem>>>(5, nullptr, 0, maps[i % 3], rows, nshares, alt, 0, ctr, st, sink);
-        });
-        report(alt ? "boxes 4 a region, 2 heads in turn" : "boxes 4 a region, 2 heads in series", nshares, us, box_bytes);
-    }
-    // Unit-affine claims: each block's own share in chunks of C from its
-    // share's counter, then the least-claimed share's, so a fast SM helps
-    // slow ones and a block leaves its own share only at its end (in decode,
-    // a piece end only where it helps).
-    for (unsigned chunk : {8u, 16u, 32u}) {
-        CK(cudaMemset(ctr, 0, 4 * kCounters));
-        int launch = 0;
-        us = median_us([&](int i) {
-            probe<kSlots><<<nshares, 288, smem>>>(4, nullptr, 0, maps[i % 3], rows, nshares, chunk, 0,
-                                                  ctr + 128 * (launch++ % 72), st, sink);
-        });
-        char name[64];
-        std::snprintf(name, sizeof name, "boxes own + help in %u, 128", chunk);
-        report(name, nshares, us, box_bytes);
-    }
-    // Decode's pages (probe_pages): a shuffled table, K and V maps a set.
-    {
-        std::vector<int> h_table(8192);
-        for (int i = 0; i < 8192; ++i) h_table[i] = i;
-        srand(1234);
-        for (int i = 8191; i > 0; --i) std::swap(h_table[i], h_table[rand() % (i + 1)]);
-        int *d_table; /* the shuffled table, then the identity */
-        CK(cudaMalloc(&d_table, 2 * 4 * 8192));
-        CK(cudaMemcpy(d_table, h_table.data(), 4 * 8192, cudaMemcpyHostToDevice));
-        for (int i = 0; i < 8192; ++i) h_table[i] = i;
-        CK(cudaMemcpy(d_table + 8192, h_table.data(), 4 * 8192, cudaMemcpyHostToDevice));
-        std::vector<CUtensorMap> km(3), vm(3);
+        // The boxes' view: rows of 2048 bytes (8 KV heads x 128 bf16), 128 shares.
+        const unsigned nshares = 128, rows = (unsigned)(bytes / 2048 / nshares) / 32u * 32u;
+        std::vector<CUtensorMap> maps(3);
         for (int i = 0; i < 3; ++i) {
-            for (int c = 0; c < 2; ++c) {
-                cuuint64_t dims[4] = {128, 8, 16, 8192};
-                cuuint64_t strides[3] = {256, 2048, 32768};
-                cuuint32_t box[4] = {64, 1, 16, 1}, es[4] = {1, 1, 1, 1};
-                if (cuTensorMapEncodeTiled(c ? &vm[i] : &km[i], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
-                                           src[i] + (size_t)c * (bytes / 2), dims, strides, box, es,
-                                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
-                    std::fprintf(stderr, "read_probe: cuTensorMapEncodeTiled (pages) failed\n");
-                    return 1;
-                }
+            cuuint64_t dims[2] = {1024, (cuuint64_t)rows * nshares};
+            cuuint64_t strides[1] = {2048};
+            cuuint32_t box[2] = {64, 16}, es[2] = {1, 1};
+            if (cuTensorMapEncodeTiled(&maps[i], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, src[i], dims, strides, box, es,
+                                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+                std::fprintf(stderr, "read_probe: cuTensorMapEncodeTiled failed\n");
+                return 1;
             }
         }
-        CK(cudaFuncSetAttribute(probe_pages<kSlots>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        for (int ident = 0; ident < 2; ++ident)
-            for (unsigned alt : {0u, 1u, 2u}) {
+
+        auto report = [&](const char *name, int blocks, double us, double read_bytes) {
+            CK(cudaDeviceSynchronize());
+            std::vector<unsigned long long> h(4 * blocks);
+            CK(cudaMemcpy(h.data(), st, 8 * h.size(), cudaMemcpyDeviceToHost));
+            unsigned long long t0 = ~0ull;
+            unsigned long long moves = 0, most = 0;
+            for (int k = 0; k < blocks; ++k) t0 = std::min(t0, h[4 * k]);
+            std::vector<std::pair<double, int>> e;
+            for (int k = 0; k < blocks; ++k) {
+                e.push_back({(h[4 * k + 1] - t0) * 1e-3, (int)h[4 * k + 2]});
+                moves += h[4 * k + 3];
+                most = std::max(most, h[4 * k + 3]);
+            }
+            std::sort(e.begin(), e.end());
+            const double gbps = read_bytes / (us * 1e3);
+            std::printf("%-34s %7.1f us %6.0f GB/s = %.3f of copy; ends p10 %.1f p50 %.1f p90 %.1f latest %.1f us; "
+                        "earliest sm",
+                        name, us, gbps, gbps / copy, e[e.size() / 10].first, e[e.size() / 2].first,
+                        e[e.size() * 9 / 10].first, e.back().first);
+            for (int i = 0; i < 4; ++i) std::printf(" %d", e[i].second);
+            std::printf(", latest sm");
+            for (int i = 0; i < 4; ++i) std::printf(" %d", e[e.size() - 1 - i].second);
+            if (moves != 0) std::printf("; moves %.2f a block, most %llu", (double)moves / blocks, most);
+            std::printf("\n");
+        };
+        for (int blocks : {128, nsm, 2 * nsm}) {
+            const bool two = blocks == 2 * nsm;
+            const size_t share = bytes / blocks / kTile * kTile;
+            const double us = median_us([&](int i) {
+                if (two)
+                    probe<kSlots / 2><<<blocks, 288, smem / 2 + 512>>>(0, src[i % 3], share, maps[0], 0, 0, 0, 0,
+                                                                       ctr, st, sink);
+                else
+                    probe<kSlots><<<blocks, 288, smem>>>(0, src[i % 3], share, maps[0], 0, 0, 0, 0, ctr, st, sink);
+            });
+            char name[64];
+            std::snprintf(name, sizeof name, "bulk 8 KiB, %d blocks%s", blocks, two ? " (2 an SM)" : "");
+            report(name, blocks, us, (double)share * blocks);
+        }
+        const double box_bytes = (double)rows * 2048 * nshares;
+        double us = median_us([&](int i) {
+            probe<kSlots><<<nshares, 288, smem>>>(1, nullptr, 0, maps[i % 3], rows, nshares, 0, 0, ctr, st, sink);
+        });
+        report("boxes, 128 blocks", nshares, us, box_bytes);
+        for (unsigned chunk : {16u, 64u}) {
+            for (int blocks : {128, nsm}) {
+                // A zeroed counter a launch (median_us launches 65 times, i < 40).
+                CK(cudaMemset(ctr, 0, 4 * kCounters));
+                int launch = 0;
                 us = median_us([&](int i) {
-                    probe_pages<kSlots><<<128, 288, smem>>>(km[i % 3], vm[i % 3], d_table + 8192 * ident, alt, st, sink);
+                    probe<kSlots><<<blocks, 288, smem>>>(2, nullptr, 0, maps[i % 3], rows, nshares, chunk, 0,
+                                                         ctr + launch++ % 128, st, sink);
                 });
                 char name[64];
-                std::snprintf(name, sizeof name, "pages%s, 2 units %s", ident ? " in order" : "",
-                              alt == 1u ? "in turn" : alt == 2u ? "in series, 0 1 3 2 4 5 7 6" : "in series");
-                report(name, 128, us, (double)bytes);
+                std::snprintf(name, sizeof name, "boxes dyn %u tiles, %d blocks", chunk, blocks);
+                report(name, blocks, us, box_bytes);
             }
-        CK(cudaFree(d_table));
-    }
+        }
+        // Static shares with a claimed pool at the end (the decode schedule
+        // that keeps whole units for most tiles): pool as a fraction of all tiles.
+        const unsigned total_tiles = rows / 32u * 8u * nshares;
+        for (unsigned div : {16u, 8u, 4u}) {
+            for (unsigned chunk : {16u, 32u}) {
+                const unsigned pool = total_tiles / div;
+                CK(cudaMemset(ctr, 0, 4 * kCounters));
+                int launch = 0;
+                us = median_us([&](int i) {
+                    probe<kSlots><<<128, 288, smem>>>(3, nullptr, 0, maps[i % 3], rows, nshares, chunk, pool,
+                                                      ctr + launch++ % 128, st, sink);
+                });
+                char name[64];
+                std::snprintf(name, sizeof name, "boxes static + pool 1/%u in %u, 128", div, chunk);
+                report(name, 128, us, box_bytes);
+            }
+        }
+        us = median_us([&](int i) {
+            probe<kSlots><<<nshares, 288, smem>>>(6, nullptr, 0, maps[i % 3], rows, nshares, 0, 0, ctr, st, sink);
+        });
+        report("boxes 8 a region, 1 head, 2 regions", nshares, us, box_bytes);
+        for (unsigned alt : {0u, 1u}) {
+            us = median_us([&](int i) {
+                probe<kSlots><<<nshares, 288, smem>>>(5, nullptr, 0, maps[i % 3], rows, nshares, alt, 0, ctr, st, sink);
+            });
+            report(alt ? "boxes 4 a region, 2 heads in turn" : "boxes 4 a region, 2 heads in series", nshares, us,
+                   box_bytes);
+        }
+        // Unit-affine claims: each block's own share in chunks of C from its
+        // share's counter, then the least-claimed share's, so a fast SM helps
+        // slow ones and a block leaves its own share only at its end (in decode,
+        // a piece end only where it helps).
+        for (unsigned chunk : {8u, 16u, 32u}) {
+            CK(cudaMemset(ctr, 0, 4 * kCounters));
+            int launch = 0;
+            us = median_us([&](int i) {
+                probe<kSlots><<<nshares, 288, smem>>>(4, nullptr, 0, maps[i % 3], rows, nshares, chunk, 0,
+                                                      ctr + 128 * (launch++ % 72), st, sink);
+            });
+            char name[64];
+            std::snprintf(name, sizeof name, "boxes own + help in %u, 128", chunk);
+            report(name, nshares, us, box_bytes);
+        }
+        // Decode's pages (probe_pages): K and V maps a set.
+        {
+            std::vector<CUtensorMap> km(3), vm(3);
+            for (int i = 0; i < 3; ++i) {
+                for (int c = 0; c < 2; ++c) {
+                    cuuint64_t dims[4] = {128, 8, 16, 8192};
+                    cuuint64_t strides[3] = {256, 2048, 32768};
+                    cuuint32_t box[4] = {64, 1, 16, 1}, es[4] = {1, 1, 1, 1};
+                    if (cuTensorMapEncodeTiled(c ? &vm[i] : &km[i], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+                                               src[i] + (size_t)c * (bytes / 2), dims, strides, box, es,
+                                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+                        std::fprintf(stderr, "read_probe: cuTensorMapEncodeTiled (pages) failed\n");
+                        return 1;
+                    }
+                }
+            }
+            for (int ident = 0; ident < 2; ++ident)
+                for (unsigned alt : {0u, 1u, 2u}) {
+                    us = median_us([&](int i) {
+                        probe_pages<kSlots><<<128, 288, smem>>>(km[i % 3], vm[i % 3], d_table + 8192 * ident, alt,
+                                                                st, sink);
+                    });
+                    char name[64];
+                    std::snprintf(name, sizeof name, "pages%s, 2 units %s", ident ? " in order" : "",
+                                  alt == 1u ? "in turn" : alt == 2u ? "in series, 0 1 3 2 4 5 7 6" : "in series");
+                    report(name, 128, us, (double)bytes);
+                }
+        }
     } /* rounds */
+    CK(cudaFree(d_table));
     return 0;
 }
