@@ -10,7 +10,8 @@
  * wgmma.mma_async bf16 x bf16 -> fp32, both operands from shared memory
  * (descriptors), in the shapes the kernels use: m64n32k16, m64n64k16, m64n128k16
  * and m64n256k16, B K-major (imm-trans-b 0) or N-major (1); and the RS form
- * (A from registers, kl__wgmma_bf16_rs) in m64n256k16 with B N-major. Compiled by nvcc
+ * (A from registers, kl__wgmma_bf16_rs) in m64n128k16 and m64n256k16 with B
+ * N-major. Compiled by nvcc
  * only for the sm_90a target (`#if defined(__CUDA_ARCH_FEAT_SM90_ALL)`
  * around their use; launchers with `arch: sm_90a`).
  *
@@ -197,6 +198,20 @@ __device__ __forceinline__ void kl__wgmma_bf16_rs<256, 1>(float (&d)[128], const
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" KL__WGMMA_D128 "}, {%128, %129, %130, %131}, %132, p, "
         "1, 1, 1;\n}\n"
         : KL__WGMMA_ACC64(d, 0), KL__WGMMA_ACC64(d, 64)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+}
+/* m64n128k16, A from registers, B N-major: 64 accumulators. */
+template <>
+__device__ __forceinline__ void kl__wgmma_bf16_rs<128, 1>(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b,
+                                                          uint32_t accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
+        "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "
+        "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "
+        "%56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+        : KL__WGMMA_ACC64(d, 0)
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
 }
 #undef KL__WGMMA_ACC64

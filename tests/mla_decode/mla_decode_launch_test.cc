@@ -1,0 +1,324 @@
+// The MLA decode launchers through the recording backend (no GPU): the
+// geometry the kernels are written for (specs/mla_decode.yaml and the
+// kernels' headers), the packed arguments, the launch attributes, every
+// refusal with its status; and the sizes and rules of
+// klaunch/mla_decode_layout.h, from their documented formulas.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "klaunch/mla_decode.h"
+#include "klaunch/mla_decode_layout.h"
+#include "klaunch/record_backend.h"
+
+namespace {
+
+struct Harness {
+    explicit Harness(const char *variant) {
+        kl_record_backend_init(&rb, recs, 8);
+        rb.max_dynamic_shared = 227 * 1024;
+        status = kl_record_backend_load_variant(&rb, kl_mla_decode_variant_info, variant, &mod);
+    }
+    ~Harness() { kl_module_unload(&mod); }
+    kl_record recs[8];
+    kl_record_backend rb;
+    kl_module mod;
+    kl_status status;
+};
+
+template <class T>
+T arg_at(const kl_record &r, uint32_t offset) {
+    T v;
+    std::memcpy(&v, r.args + offset, sizeof v);
+    return v;
+}
+
+template <class T = kl_bf16>
+T *fake(uintptr_t v) {
+    return reinterpret_cast<T *>(v);
+}
+
+// A valid step's shape: batch 5, s_q 2, h_q 24 (48 rows), page 64.
+struct Shape {
+    uint32_t batch = 5, s_q = 2, h_q = 24, D = 576, page = 64, mbps = 10, num_blocks = 60, parts = 7;
+    uint64_t words() const { return kl_mla_decode_schedule_words(batch, parts); }
+    uint64_t bytes() const { return kl_mla_decode_workspace_bytes(parts, s_q, h_q, D); }
+};
+
+kl_status bf16_mma(const kl_kernel *k, const Shape &s, uint64_t words, uint64_t bytes) {
+    return kl_mla_decode_attn_bf16_mma(k, fake(0x1000), fake(0x2000), fake<int32_t>(0x3000), fake<int32_t>(0x4000),
+                                       fake<int32_t>(0x5000), fake(0x6000), fake<float>(0x7000),
+                                       fake<float>(0x8000), s.batch, s.s_q, s.h_q, s.D, s.page, s.mbps,
+                                       s.num_blocks, 0.0417f, s.parts, words, bytes, nullptr);
+}
+
+TEST(MlaDecodeLaunch, ScheduleIsOneBlockOf512) {
+    Harness h("deepseek_v4_flash");
+    ASSERT_EQ(KL_SUCCESS, h.status) << kl_last_error_message();
+    kl_kernel k;
+    ASSERT_EQ(KL_SUCCESS, kl_mla_decode_schedule_get(&k, &h.mod)) << kl_last_error_message();
+    const uint64_t words = kl_mla_decode_schedule_words(1024, 132);
+    ASSERT_EQ(KL_SUCCESS, kl_mla_decode_schedule(&k, fake<int32_t>(0x1000), fake<int32_t>(0x2000), 1024, 132, words,
+                                                 nullptr))
+        << kl_last_error_message();
+    ASSERT_EQ(1u, h.rb.count);
+    EXPECT_EQ(1u, h.recs[0].grid[0]);
+    EXPECT_EQ(512u, h.recs[0].block[0]);
+    EXPECT_EQ(0u, h.recs[0].attribute_flags);
+    EXPECT_EQ(1024u, arg_at<uint32_t>(h.recs[0], 16));
+    EXPECT_EQ(132u, arg_at<uint32_t>(h.recs[0], 20));
+    // One word short of the layout's size.
+    EXPECT_EQ(KL_ERROR_PRECONDITION, kl_mla_decode_schedule(&k, fake<int32_t>(0x1000), fake<int32_t>(0x2000), 1024,
+                                                            132, words - 1, nullptr));
+    EXPECT_NE(nullptr, std::strstr(kl_last_error_message(), "kl_mla_decode_schedule_words"))
+        << kl_last_error_message();
+    EXPECT_EQ(KL_ERROR_PRECONDITION,
+              kl_mla_decode_schedule(&k, fake<int32_t>(0x1000), fake<int32_t>(0x2000), 0, 132, words, nullptr));
+    EXPECT_EQ(KL_ERROR_PRECONDITION,
+              kl_mla_decode_schedule(&k, fake<int32_t>(0x1000), fake<int32_t>(0x2000), 10, 0, words, nullptr));
+    EXPECT_EQ(KL_ERROR_PRECONDITION, kl_mla_decode_schedule(&k, fake<int32_t>(0x1000), fake<int32_t>(0x2000), 10,
+                                                            65536, kl_mla_decode_schedule_words(10, 65536), nullptr));
+    EXPECT_EQ(KL_ERROR_NULL_POINTER,
+              kl_mla_decode_schedule(&k, nullptr, fake<int32_t>(0x2000), 10, 4, words, nullptr));
+    EXPECT_EQ(1u, h.rb.count) << "a refused launch recorded something";
+}
+
+TEST(MlaDecodeLaunch, MmaAttentionGeometryAndArguments) {
+    for (const char *variant : {"mistral_small_4", "deepseek_v4_flash"}) {
+        SCOPED_TRACE(variant);
+        Harness h(variant);
+        ASSERT_EQ(KL_SUCCESS, h.status) << kl_last_error_message();
+        Shape s;
+        s.D = std::string(variant) == "deepseek_v4_flash" ? 576 : 320;
+        kl_kernel k;
+        ASSERT_EQ(KL_SUCCESS, kl_mla_decode_attn_bf16_mma_get(&k, &h.mod)) << kl_last_error_message();
+        ASSERT_EQ(KL_SUCCESS, bf16_mma(&k, s, s.words(), s.bytes())) << kl_last_error_message();
+        ASSERT_EQ(1u, h.rb.count);
+        const kl_record &r = h.recs[0];
+        EXPECT_EQ(3u, r.grid[0]);  // ceil(48 rows / 16)
+        EXPECT_EQ(7u, r.grid[1]);  // parts
+        EXPECT_EQ(128u, r.block[0]);
+        EXPECT_EQ(160u * s.D + 1792u, r.shared_bytes);
+        EXPECT_LE(r.shared_bytes, 99u * 1024u) << "fits the 99 KiB of sm_86, sm_89, sm_120";
+        // (q, kv_cache, block_table, lengths, sched, out, lse, workspace: 8 pointers), then
+        // batch, s_q, h_q, head_dim, page_size, max_blocks_per_seq, num_blocks, softmax_scale.
+        ASSERT_EQ(96u, r.arg_bytes);
+        EXPECT_EQ(0x1000u, arg_at<uintptr_t>(r, 0));
+        EXPECT_EQ(0x8000u, arg_at<uintptr_t>(r, 56));
+        EXPECT_EQ(5u, arg_at<uint32_t>(r, 64));
+        EXPECT_EQ(2u, arg_at<uint32_t>(r, 68));
+        EXPECT_EQ(24u, arg_at<uint32_t>(r, 72));
+        EXPECT_EQ(s.D, arg_at<uint32_t>(r, 76));
+        EXPECT_EQ(64u, arg_at<uint32_t>(r, 80));
+        EXPECT_EQ(10u, arg_at<uint32_t>(r, 84));
+        EXPECT_EQ(60u, arg_at<uint32_t>(r, 88));
+        EXPECT_EQ(0.0417f, arg_at<float>(r, 92));
+
+        kl_kernel k8;
+        ASSERT_EQ(KL_SUCCESS, kl_mla_decode_attn_fp8_mma_get(&k8, &h.mod)) << kl_last_error_message();
+        ASSERT_EQ(KL_SUCCESS, kl_mla_decode_attn_fp8_mma(&k8, fake(0x1000), fake<uint8_t>(0x2000),
+                                                         fake<int32_t>(0x3000), fake<int32_t>(0x4000),
+                                                         fake<int32_t>(0x5000), fake(0x6000), fake<float>(0x7000),
+                                                         fake<float>(0x8000), s.batch, s.s_q, s.h_q, s.D, s.page,
+                                                         s.mbps, s.num_blocks, 0.0417f, s.parts, s.words(),
+                                                         s.bytes(), nullptr))
+            << kl_last_error_message();
+        ASSERT_EQ(2u, h.rb.count);
+        EXPECT_EQ(96u * s.D + 64u * kl_mla_decode_fp8_token_bytes(s.D - 64) + 1792u, h.recs[1].shared_bytes);
+        EXPECT_LE(h.recs[1].shared_bytes, 99u * 1024u);
+    }
+}
+
+TEST(MlaDecodeLaunch, AttentionRefusesWhatTheKernelCannotDo) {
+    Harness h("deepseek_v4_flash");
+    ASSERT_EQ(KL_SUCCESS, h.status) << kl_last_error_message();
+    kl_kernel k;
+    ASSERT_EQ(KL_SUCCESS, kl_mla_decode_attn_bf16_mma_get(&k, &h.mod)) << kl_last_error_message();
+    const Shape good;
+    struct Bad {
+        const char *what;
+        Shape s;
+        int64_t words_delta, bytes_delta;
+        kl_status want;
+    };
+    Shape d320 = good, sq0 = good, sq9 = good, hq0 = good, hq129 = good, pg0 = good, b0 = good, parts0 = good,
+          parts_big = good, mb0 = good;
+    d320.D = 320;
+    sq0.s_q = 0;
+    sq9.s_q = 9;
+    hq0.h_q = 0;
+    hq129.h_q = 129;
+    pg0.page = 0;
+    b0.batch = 0;
+    parts0.parts = 0;
+    parts_big.parts = 65536;
+    mb0.num_blocks = 0;
+    const Bad bad[] = {
+        {"head_dim of the other variant", d320, 0, 0, KL_ERROR_VARIANT_MISMATCH},
+        {"s_q 0", sq0, 0, 0, KL_ERROR_PRECONDITION},
+        {"s_q 9", sq9, 0, 0, KL_ERROR_PRECONDITION},
+        {"h_q 0", hq0, 0, 0, KL_ERROR_PRECONDITION},
+        {"h_q 129", hq129, 0, 0, KL_ERROR_PRECONDITION},
+        {"page 0", pg0, 0, 0, KL_ERROR_PRECONDITION},
+        {"batch 0", b0, 0, 0, KL_ERROR_PRECONDITION},
+        {"no cache blocks", mb0, 0, 0, KL_ERROR_PRECONDITION},
+        {"sched one word short", good, -1, 0, KL_ERROR_PRECONDITION},
+        {"workspace one byte short", good, 0, -1, KL_ERROR_PRECONDITION},
+        {"0 parts", parts0, 0, 0, KL_ERROR_PRECONDITION},
+        {"65536 parts", parts_big, 0, 0, KL_ERROR_GRID_LIMIT},
+    };
+    for (const Bad &b : bad) {
+        SCOPED_TRACE(b.what);
+        const uint64_t words = b.s.words() + (uint64_t)b.words_delta, bytes = b.s.bytes() + (uint64_t)b.bytes_delta;
+        const size_t before = h.rb.count;
+        EXPECT_EQ(b.want, bf16_mma(&k, b.s, words, bytes)) << kl_last_error_message();
+        EXPECT_EQ(before, h.rb.count) << "launched";
+    }
+}
+
+TEST(MlaDecodeLaunch, CombineGridAndProgrammaticLaunch) {
+    Harness h("mistral_small_4");
+    ASSERT_EQ(KL_SUCCESS, h.status) << kl_last_error_message();
+    kl_kernel c, cp;
+    ASSERT_EQ(KL_SUCCESS, kl_mla_decode_combine_get(&c, &h.mod)) << kl_last_error_message();
+    ASSERT_EQ(KL_SUCCESS, kl_mla_decode_combine_pdl_get(&cp, &h.mod)) << kl_last_error_message();
+    Shape s;
+    s.D = 320;
+    for (const kl_kernel *k : {&c, &cp})
+        ASSERT_EQ(KL_SUCCESS, (k == &c ? kl_mla_decode_combine : kl_mla_decode_combine_pdl)(
+                                  k, fake<int32_t>(0x1000), fake<float>(0x2000), fake(0x3000), fake<float>(0x4000),
+                                  s.batch, s.s_q, s.h_q, s.D, s.parts, s.words(), s.bytes(), nullptr))
+            << kl_last_error_message();
+    ASSERT_EQ(2u, h.rb.count);
+    for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(6u, h.recs[i].grid[0]);  // ceil(48 rows / 8)
+        EXPECT_EQ(5u, h.recs[i].grid[1]);  // batch
+        EXPECT_EQ(256u, h.recs[i].block[0]);
+        EXPECT_EQ(7u, arg_at<uint32_t>(h.recs[i], 48)); // num_parts is a kernel argument here
+    }
+    EXPECT_EQ(0u, h.recs[0].attribute_flags);
+    EXPECT_NE(0u, h.recs[1].attribute_flags & KL_LAUNCH_PROGRAMMATIC_SERIALIZATION);
+    EXPECT_EQ(KL_ERROR_PRECONDITION,
+              kl_mla_decode_combine(&c, fake<int32_t>(0x1000), fake<float>(0x2000), fake(0x3000), fake<float>(0x4000),
+                                    s.batch, s.s_q, s.h_q, s.D, s.parts, s.words(), s.bytes() - 4, nullptr));
+}
+
+TEST(MlaDecodeLaunch, TmaAttentionGeometryMapsAndRefusals) {
+    for (const char *variant : {"mistral_small_4", "deepseek_v4_flash"}) {
+        SCOPED_TRACE(variant);
+        Harness h(variant);
+        ASSERT_EQ(KL_SUCCESS, h.status) << kl_last_error_message();
+        Shape s;
+        s.D = std::string(variant) == "deepseek_v4_flash" ? 576 : 320;
+        s.h_q = 64;  // 128 rows: 2 blocks of 64
+        kl_kernel k;
+        // The record backend's module is no sm_90a image: the launcher is refused at _get, naming the target.
+        EXPECT_EQ(KL_ERROR_UNSUPPORTED, kl_mla_decode_attn_bf16_tma_get(&k, &h.mod));
+        EXPECT_NE(nullptr, std::strstr(kl_last_error_message(), "sm_90a")) << kl_last_error_message();
+        kl_record_backend rb2;
+        kl_record recs2[4];
+        kl_record_backend_init(&rb2, recs2, 4);
+        rb2.max_dynamic_shared = 227 * 1024;
+        kl_module mod2;
+        const std::string text = std::string(kl_mla_decode_variant_info[0].module_info).find(variant) != std::string::npos
+                                     ? kl_mla_decode_variant_info[0].module_info
+                                     : kl_mla_decode_variant_info[1].module_info;
+        const std::string arch = text + "cuda_arch 900a\n";
+        ASSERT_EQ(KL_SUCCESS, kl_module_load(&rb2.base, arch.data(), arch.size(), &mod2)) << kl_last_error_message();
+        ASSERT_EQ(KL_SUCCESS, kl_mla_decode_attn_bf16_tma_get(&k, &mod2)) << kl_last_error_message();
+        kl_tensor_map qm, cm;
+        ASSERT_EQ(KL_SUCCESS, kl_mla_decode_attn_bf16_tma_q_map_encode(&k, &qm, fake(0x10000), s.D, s.s_q * s.h_q,
+                                                                       s.batch, s.D, (uint64_t)s.s_q * s.h_q * s.D))
+            << kl_last_error_message();
+        ASSERT_EQ(KL_SUCCESS, kl_mla_decode_attn_bf16_tma_cache_map_encode(&k, &cm, fake(0x20000), s.D, s.page,
+                                                                           s.num_blocks, s.D, (uint64_t)s.page * s.D))
+            << kl_last_error_message();
+        ASSERT_EQ(KL_SUCCESS, kl_mla_decode_attn_bf16_tma(&k, &qm, &cm, fake<int32_t>(0x3000), fake<int32_t>(0x4000),
+                                                          fake<int32_t>(0x5000), fake(0x6000), fake<float>(0x7000),
+                                                          fake<float>(0x8000), s.batch, s.s_q, s.h_q, s.D, s.page,
+                                                          s.mbps, s.num_blocks, 0.0417f, s.parts, s.words(), s.bytes(),
+                                                          nullptr))
+            << kl_last_error_message();
+        ASSERT_EQ(1u, rb2.count);
+        EXPECT_EQ(2u, recs2[0].grid[0]);  // ceil(128 rows / 64)
+        EXPECT_EQ(7u, recs2[0].grid[1]);
+        EXPECT_EQ(384u, recs2[0].block[0]);
+        EXPECT_EQ(384u * s.D + 10368u, recs2[0].shared_bytes);
+        EXPECT_LE(recs2[0].shared_bytes, 227u * 1024u);
+        EXPECT_NE(0u, recs2[0].attribute_flags & KL_LAUNCH_PROGRAMMATIC_SERIALIZATION);
+        // The maps' 128 bytes each, at 0 and 128; the table pointer after them.
+        EXPECT_EQ(0x3000u, arg_at<uintptr_t>(recs2[0], 256));
+        // A page the copy engine cannot box: 32 positions.
+        Shape p32 = s;
+        p32.page = 32;
+        EXPECT_EQ(KL_ERROR_PRECONDITION,
+                  kl_mla_decode_attn_bf16_tma(&k, &qm, &cm, fake<int32_t>(0x3000), fake<int32_t>(0x4000),
+                                              fake<int32_t>(0x5000), fake(0x6000), fake<float>(0x7000),
+                                              fake<float>(0x8000), p32.batch, p32.s_q, p32.h_q, p32.D, p32.page,
+                                              p32.mbps, p32.num_blocks, 0.0417f, p32.parts, p32.words(), p32.bytes(),
+                                              nullptr));
+        EXPECT_NE(nullptr, std::strstr(kl_last_error_message(), "mla_decode_attn_bf16_mma")) << kl_last_error_message();
+        // A cache map built for q (another parameter's box and spec) is refused.
+        EXPECT_EQ(KL_SUCCESS, kl_mla_decode_attn_bf16_tma(&k, &cm, &qm, fake<int32_t>(0x3000), fake<int32_t>(0x4000),
+                                                          fake<int32_t>(0x5000), fake(0x6000), fake<float>(0x7000),
+                                                          fake<float>(0x8000), s.batch, s.s_q, s.h_q, s.D, s.page,
+                                                          s.mbps, s.num_blocks, 0.0417f, s.parts, s.words(), s.bytes(),
+                                                          nullptr))
+            << "both maps have the same box, dtype and swizzle: the launcher cannot tell them apart";
+        kl_module_unload(&mod2);
+    }
+}
+
+// ---- klaunch/mla_decode_layout.h ----
+
+TEST(MlaDecodeLayout, SizesAreTheDocumentedFormulas) {
+    EXPECT_EQ(16u + 8u * 132u + 4u * 128u, kl_mla_decode_schedule_words(128, 132));
+    EXPECT_EQ(16u + 8u * 65535u + 4u * 16777216u, kl_mla_decode_schedule_words(16777216, 65535));
+    // 4 bytes x 2 slots a part x rows x (kv_lora + 1)
+    EXPECT_EQ(4u * 2u * 132u * 2u * 128u * 513u, kl_mla_decode_workspace_bytes(132, 2, 128, 576));
+    EXPECT_EQ(4u * 2u * 33u * 16u * 257u, kl_mla_decode_workspace_bytes(33, 1, 16, 320));
+    EXPECT_EQ(UINT64_MAX, kl_mla_decode_workspace_bytes(1, 1, 1, 63)) << "no such head width";
+    EXPECT_EQ(UINT64_MAX, kl_mla_decode_workspace_bytes(0xffffffffu, 0xffffffffu, 0xffffffffu, 576)) << "overflow";
+}
+
+TEST(MlaDecodeLayout, Fp8TokenIsFlashMlasAt576) {
+    EXPECT_EQ(512u, kl_mla_decode_fp8_scales_offset(512));
+    EXPECT_EQ(528u, kl_mla_decode_fp8_rope_offset(512));
+    EXPECT_EQ(656u, kl_mla_decode_fp8_token_bytes(512));
+    EXPECT_EQ(272u, kl_mla_decode_fp8_rope_offset(256)) << "2 scales end at 264; 16-byte aligned rope";
+    EXPECT_EQ(400u, kl_mla_decode_fp8_token_bytes(256));
+    // The spec's constant is the same number.
+    for (const kl_variant_info *v = kl_mla_decode_variant_info; v->name != nullptr; ++v) {
+        int64_t hd = 0, tb = 0;
+        for (uint32_t i = 0; i < v->num_consts; ++i) {
+            if (std::string(v->const_names[i]) == "MLA_HDIM") hd = v->const_values[i];
+            if (std::string(v->const_names[i]) == "MLA_FP8_TOKEN_BYTES") tb = v->const_values[i];
+        }
+        EXPECT_EQ((int64_t)kl_mla_decode_fp8_token_bytes((uint32_t)hd - 64u), tb) << v->name;
+    }
+}
+
+TEST(MlaDecodeLayout, PartsFillTheMultiprocessors) {
+    // _tma: one block a multiprocessor, 64 rows a block.
+    EXPECT_EQ(132u, kl_mla_decode_num_parts(KL_MLA_DECODE_TMA, 132, 1, 16));  // 1 block of rows
+    EXPECT_EQ(33u, kl_mla_decode_num_parts(KL_MLA_DECODE_TMA, 132, 2, 128));  // 4 blocks of rows
+    EXPECT_EQ(1u, kl_mla_decode_num_parts(KL_MLA_DECODE_TMA, 2, 8, 128));     // 16 blocks of rows, 2 SMs
+    // _mma: two blocks a multiprocessor, 16 rows a block.
+    EXPECT_EQ(264u, kl_mla_decode_num_parts(KL_MLA_DECODE_MMA, 132, 1, 16));
+    EXPECT_EQ(16u, kl_mla_decode_num_parts(KL_MLA_DECODE_MMA, 132, 2, 128));
+    EXPECT_EQ(1u, kl_mla_decode_num_parts(KL_MLA_DECODE_MMA, 0, 1, 8)) << "at least 1";
+    EXPECT_EQ(65535u, kl_mla_decode_num_parts(KL_MLA_DECODE_MMA, 100000, 1, 1)) << "at most the grid's y";
+}
+
+TEST(MlaDecodeLayout, PickTakesTheCopyEngineOnHopperOnly) {
+    EXPECT_EQ(KL_MLA_DECODE_TMA, kl_mla_decode_pick(9, 1, 64));
+    EXPECT_EQ(KL_MLA_DECODE_TMA, kl_mla_decode_pick(9, 1, 256));
+    EXPECT_EQ(KL_MLA_DECODE_MMA, kl_mla_decode_pick(9, 1, 32)) << "a box is 64 positions of a page";
+    EXPECT_EQ(KL_MLA_DECODE_MMA, kl_mla_decode_pick(9, 0, 64)) << "the sm_90a image did not load";
+    EXPECT_EQ(KL_MLA_DECODE_MMA, kl_mla_decode_pick(8, 1, 64));
+    EXPECT_EQ(KL_MLA_DECODE_MMA, kl_mla_decode_pick(10, 1, 64));
+}
+
+}  // namespace
