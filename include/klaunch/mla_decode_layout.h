@@ -8,7 +8,7 @@
  *       #include "klaunch/mla_decode.h"          // the launchers
  *       #include "klaunch/mla_decode_layout.h"
  *
- *       uint32_t parts = kl_mla_decode_num_parts(KL_MLA_DECODE_TMA, sm_count, s_q, h_q);
+ *       uint32_t parts = kl_mla_decode_num_parts(KL_MLA_DECODE_BF16_TMA, sm_count, s_q, h_q);
  *       uint64_t words = kl_mla_decode_schedule_words(batch, parts);       // int32 words
  *       uint64_t bytes = kl_mla_decode_workspace_bytes(parts, s_q, h_q, 576);
  *       // sched, workspace: device memory of that size, allocated once
@@ -64,8 +64,8 @@
  *   bytes after the 2 scales are padding). Latent c = e4m3[c] * scale[c / 128].
  *
  * CHOOSING A LAUNCHER (until the chooser of issue 45; docs/MLA_DECODE.md)
- *   kl_mla_decode_pick: the _tma launchers on sm_90 when their module
- *   loaded (kl_X_get succeeded) and page_size % 64 == 0; the _mma ones
+ *   kl_mla_decode_pick: the _tma launcher of the cache's type on sm_90 when
+ *   it loaded (kl_X_get succeeded) and page_size % 64 == 0; the _mma ones
  *   everywhere else.
  *
  * ERROR REPORTING
@@ -98,14 +98,19 @@ extern "C" {
 #define KL_MLA_DECODE_SCHED_HEADER_WORDS 16u
 #define KL_MLA_DECODE_SCHED_PART_WORDS 8u
 
-/* Query rows a block of each kind of attention launcher takes. */
+/* The attention launchers, by the rows a block takes and the blocks a
+ * multiprocessor holds (what num_parts depends on). */
 typedef enum kl_mla_decode_kind {
-    KL_MLA_DECODE_MMA = 0, /* mla_decode_attn_*_mma: 16 rows a block, 2 blocks a multiprocessor */
-    KL_MLA_DECODE_TMA = 1  /* mla_decode_attn_*_tma: 64 rows a block, 1 block a multiprocessor */
+    KL_MLA_DECODE_MMA = 0,      /* mla_decode_attn_{bf16,fp8}_mma: 16 rows a block, 2 blocks a multiprocessor */
+    KL_MLA_DECODE_BF16_TMA = 1, /* mla_decode_attn_bf16_tma: 64 rows a block, 1 block a multiprocessor */
+    KL_MLA_DECODE_FP8_TMA = 2   /* mla_decode_attn_fp8_tma: 16 rows a block, 1 block a multiprocessor */
 } kl_mla_decode_kind;
 
 KL__MLA_DECODE_FN uint32_t kl_mla_decode_rows_per_block(kl_mla_decode_kind kind) {
-    return kind == KL_MLA_DECODE_TMA ? 64u : 16u;
+    return kind == KL_MLA_DECODE_BF16_TMA ? 64u : 16u;
+}
+KL__MLA_DECODE_FN uint32_t kl_mla_decode_blocks_per_sm(kl_mla_decode_kind kind) {
+    return kind == KL_MLA_DECODE_MMA ? 2u : 1u;
 }
 
 /* int32 words of the schedule: 16 + 8 * num_parts + 4 * batch. */
@@ -129,14 +134,14 @@ KL__MLA_DECODE_FN uint64_t kl_mla_decode_workspace_bytes(uint32_t num_parts, uin
 }
 
 /* num_parts for a launcher kind on a device of sm_count multiprocessors:
- * the blocks that run at once (one a multiprocessor for _tma, two for
- * _mma) over the blocks a part needs (ceil(s_q * h_q / rows a block)), at
- * least 1 and at most 65535 (the grid's y limit). */
+ * the blocks that run at once (sm_count * kl_mla_decode_blocks_per_sm)
+ * over the blocks a part needs (ceil(s_q * h_q / rows a block)), at least
+ * 1 and at most 65535 (the grid's y limit). */
 KL__MLA_DECODE_FN uint32_t kl_mla_decode_num_parts(kl_mla_decode_kind kind, uint32_t sm_count, uint32_t s_q,
                                                    uint32_t h_q) {
     const uint64_t rows = (uint64_t)s_q * h_q, per = kl_mla_decode_rows_per_block(kind);
     const uint64_t groups = rows == 0u ? 1u : (rows + per - 1u) / per;
-    const uint64_t slots = (uint64_t)sm_count * (kind == KL_MLA_DECODE_TMA ? 1u : 2u);
+    const uint64_t slots = (uint64_t)sm_count * kl_mla_decode_blocks_per_sm(kind);
     uint64_t parts = slots / groups;
     if (parts < 1u) parts = 1u;
     if (parts > 65535u) parts = 65535u;
@@ -152,13 +157,13 @@ KL__MLA_DECODE_FN uint32_t kl_mla_decode_fp8_token_bytes(uint32_t kv_lora) {
     return kl_mla_decode_fp8_rope_offset(kv_lora) + 128u;
 }
 
-/* Which attention launcher to call (see CHOOSING A LAUNCHER):
- * KL_MLA_DECODE_TMA when the device is sm_90 (cc_major 9), the _tma
- * launcher's kl_X_get succeeded (tma_loaded) and page_size is a multiple
- * of 64; else KL_MLA_DECODE_MMA. */
-KL__MLA_DECODE_FN kl_mla_decode_kind kl_mla_decode_pick(int cc_major, int tma_loaded, uint32_t page_size) {
-    return (cc_major == 9 && tma_loaded && page_size >= 64u && page_size % 64u == 0u) ? KL_MLA_DECODE_TMA
-                                                                                     : KL_MLA_DECODE_MMA;
+/* Which attention launcher to call for a bf16 (fp8 == 0) or fp8 cache (see
+ * CHOOSING A LAUNCHER): the _tma one of that cache when the device is sm_90
+ * (cc_major 9), its kl_X_get succeeded (tma_loaded) and page_size is a
+ * multiple of 64; else KL_MLA_DECODE_MMA. */
+KL__MLA_DECODE_FN kl_mla_decode_kind kl_mla_decode_pick(int cc_major, int tma_loaded, uint32_t page_size, int fp8) {
+    if (cc_major != 9 || !tma_loaded || page_size < 64u || page_size % 64u != 0u) return KL_MLA_DECODE_MMA;
+    return fp8 ? KL_MLA_DECODE_FP8_TMA : KL_MLA_DECODE_BF16_TMA;
 }
 
 #ifdef __cplusplus

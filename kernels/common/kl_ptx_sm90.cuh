@@ -8,8 +8,9 @@
  * async-groups, prefetch.tensormap), each where it is defined.
  *
  * wgmma.mma_async bf16 x bf16 -> fp32, both operands from shared memory
- * (descriptors), in the shapes the kernels use: m64n32k16, m64n64k16, m64n128k16
- * and m64n256k16, B K-major (imm-trans-b 0) or N-major (1); and the RS form
+ * (descriptors), in the shapes the kernels use: m64n16k16, m64n32k16, m64n64k16,
+ * m64n128k16 and m64n256k16, B K-major (imm-trans-b 0) or N-major (1), A
+ * K-major or, in m64n16k16, M-major (kl__wgmma_bf16_ss_ta); and the RS form
  * (A from registers, kl__wgmma_bf16_rs) in m64n128k16 and m64n256k16 with B
  * N-major. Compiled by nvcc
  * only for the sm_90a target (`#if defined(__CUDA_ARCH_FEAT_SM90_ALL)`
@@ -94,6 +95,36 @@ static __device__ __forceinline__ void kl__wgmma_fence_operand(uint32_t (&a)[N])
 template <int N, int TRANS_B>
 static __device__ __forceinline__ void kl__wgmma_bf16_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
                                                           uint32_t accumulate);
+
+template <>
+__device__ __forceinline__ void kl__wgmma_bf16_ss<16, 0>(float (&d)[8], uint64_t desc_a, uint64_t desc_b,
+                                                         uint32_t accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, "
+        "0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+/* d = A B + (accumulate ? d : 0) with A M-major (imm-trans-a 1: the layout
+ * of an N-major B, M for N; an A tile transposed in shared memory), B as
+ * TRANS_B says. */
+template <int N, int TRANS_B>
+static __device__ __forceinline__ void kl__wgmma_bf16_ss_ta(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b,
+                                                             uint32_t accumulate);
+
+/* m64n16k16, A M-major, B K-major: 8 accumulators. */
+template <>
+__device__ __forceinline__ void kl__wgmma_bf16_ss_ta<16, 0>(float (&d)[8], uint64_t desc_a, uint64_t desc_b,
+                                                            uint32_t accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 1, "
+        "0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
 
 template <>
 __device__ __forceinline__ void kl__wgmma_bf16_ss<32, 0>(float (&d)[16], uint64_t desc_a, uint64_t desc_b,

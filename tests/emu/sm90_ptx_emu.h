@@ -38,6 +38,8 @@ void kl_emu_sm90_wgmma_bf16_ss(float *d, uint32_t n, uint32_t trans_b, uint64_t 
                                uint32_t accumulate);
 void kl_emu_sm90_wgmma_bf16_rs(float *d, uint32_t n, uint32_t trans_b, const uint32_t *a, uint64_t desc_b,
                                uint32_t accumulate);
+void kl_emu_sm90_wgmma_bf16_ss_ta(float *d, uint32_t n, uint32_t trans_b, uint64_t desc_a, uint64_t desc_b,
+                                  uint32_t accumulate);
 void kl_emu_sm90_wgmma_fence(void);
 void kl_emu_sm90_wgmma_commit(void);
 void kl_emu_sm90_wgmma_wait(uint32_t pending);
@@ -88,6 +90,13 @@ static inline void kl__wgmma_bf16_ss(float (&d)[N / 2], uint64_t desc_a, uint64_
 // register fragment), read at issue and checked unchanged when the product
 // completes (the hardware reads them asynchronously: a kernel that rewrites
 // them before the wait_group computes with either value on a GPU).
+template <int N, int TRANS_B>
+static inline void kl__wgmma_bf16_ss_ta(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, uint32_t accumulate) {
+    static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma m64nNk16: N is a multiple of 8 up to 256");
+    static_assert(TRANS_B == 0 || TRANS_B == 1, "imm-trans-b is 0 or 1");
+    kl_emu_sm90_wgmma_bf16_ss_ta(d, (uint32_t)N, (uint32_t)TRANS_B, desc_a, desc_b, accumulate);
+}
+
 template <int N, int TRANS_B>
 static inline void kl__wgmma_bf16_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, uint32_t accumulate) {
     static_assert(N % 8 == 0 && N >= 8 && N <= 256, "wgmma m64nNk16: N is a multiple of 8 up to 256");

@@ -26,7 +26,7 @@ constexpr uint32_t kWarpgroup = 128;
 constexpr uint32_t kMaxWarpgroups = 8;  // 1024 threads
 
 struct Op {
-    uint32_t n = 0, trans_b = 0, accumulate = 0;
+    uint32_t n = 0, trans_a = 0, trans_b = 0, accumulate = 0;
     bool rs = false;                         // A from registers (desc_a unused)
     uint64_t desc_a = 0, desc_b = 0;
     uint32_t a_regs[kWarpgroup][4] = {};     // RS: each thread's A registers at issue
@@ -168,8 +168,9 @@ void execute(Warpgroup &w, size_t i) {
     } else {
         const Desc a = decode(op.desc_a);
         check_desc(a, "A");
+        // imm-trans-a 1: A is M-major, the layout of an N-major B with M for N.
         for (uint32_t r = 0; r < 64; ++r)
-            for (uint32_t k = 0; k < 16; ++k) A[r * 16 + k] = bf16_at(k_major(a, r, k));
+            for (uint32_t k = 0; k < 16; ++k) A[r * 16 + k] = bf16_at(op.trans_a ? mn_major(a, r, k) : k_major(a, r, k));
     }
     for (uint32_t k = 0; k < 16; ++k)
         for (uint32_t c = 0; c < n; ++c) B[k * n + c] = bf16_at(op.trans_b ? mn_major(b, c, k) : k_major(b, c, k));
@@ -212,8 +213,8 @@ using namespace emu::sm90;
 namespace {
 
 // Issues one product of the calling thread (a: its A registers for the RS form, else null).
-void issue(float *d, uint32_t n, uint32_t trans_b, uint64_t desc_a, const uint32_t *a, uint64_t desc_b,
-           uint32_t accumulate) {
+void issue(float *d, uint32_t n, uint32_t trans_a, uint32_t trans_b, uint64_t desc_a, const uint32_t *a,
+           uint64_t desc_b, uint32_t accumulate) {
     uint32_t lt = 0;
     Warpgroup &w = my_warpgroup(&lt);
     const size_t idx = w.issued[lt]++;
@@ -222,6 +223,7 @@ void issue(float *d, uint32_t n, uint32_t trans_b, uint64_t desc_a, const uint32
         w.ops.emplace_back();
         Op &op = w.ops.back();
         op.n = n;
+        op.trans_a = trans_a;
         op.trans_b = trans_b;
         op.accumulate = accumulate != 0u;
         op.rs = rs;
@@ -231,7 +233,7 @@ void issue(float *d, uint32_t n, uint32_t trans_b, uint64_t desc_a, const uint32
         op.in.assign((size_t)kWarpgroup * (n / 2), 0.0f);
     }
     Op &op = w.ops[idx];
-    if (op.n != n || op.trans_b != trans_b || op.rs != rs || op.desc_a != desc_a || op.desc_b != desc_b ||
+    if (op.n != n || op.trans_a != trans_a || op.trans_b != trans_b || op.rs != rs || op.desc_a != desc_a || op.desc_b != desc_b ||
         op.accumulate != (accumulate != 0u))
         fault(FaultKind::kCollective, desc_a,
               "wgmma.mma_async number %lu of the warpgroup differs between its threads (shape m64n%u vs m64n%u, "
@@ -258,12 +260,17 @@ void issue(float *d, uint32_t n, uint32_t trans_b, uint64_t desc_a, const uint32
 
 extern "C" void kl_emu_sm90_wgmma_bf16_ss(float *d, uint32_t n, uint32_t trans_b, uint64_t desc_a, uint64_t desc_b,
                                           uint32_t accumulate) {
-    issue(d, n, trans_b, desc_a, nullptr, desc_b, accumulate);
+    issue(d, n, 0, trans_b, desc_a, nullptr, desc_b, accumulate);
+}
+
+extern "C" void kl_emu_sm90_wgmma_bf16_ss_ta(float *d, uint32_t n, uint32_t trans_b, uint64_t desc_a, uint64_t desc_b,
+                                             uint32_t accumulate) {
+    issue(d, n, 1, trans_b, desc_a, nullptr, desc_b, accumulate);
 }
 
 extern "C" void kl_emu_sm90_wgmma_bf16_rs(float *d, uint32_t n, uint32_t trans_b, const uint32_t *a, uint64_t desc_b,
                                           uint32_t accumulate) {
-    issue(d, n, trans_b, 0, a, desc_b, accumulate);
+    issue(d, n, 0, trans_b, 0, a, desc_b, accumulate);
 }
 
 extern "C" void kl_emu_sm90_wgmma_fence(void) { state().fences++; }

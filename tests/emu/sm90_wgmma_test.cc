@@ -179,6 +179,37 @@ TEST(EmuWgmma, N128NMajorBReadsSlabsLboApart) {
     EXPECT_EQ(bad, 0u);
 }
 
+// m64n16k16 with A M-major (imm-trans-a 1): A[m][k] stored as an N-major
+// operand is, with M for N, element m of row k of its one 64-element slab;
+// its second k16 step (rows 16 .. 31: start + 16 rows of 128 bytes), B
+// K-major (16 rows), accumulating onto 0.25.
+int Amn(uint32_t k, uint32_t m) { return (int)((k * 5 + m * 3) % 13) - 6; }  // M-major A: row k, column m
+TEST(EmuWgmma, N16MMajorAIsTheTransposeOfAnNMajorOperand) {
+    std::vector<uint16_t> img(12288 / 2, 0);
+    put_mn_major(img, 0, 8192, 32, 64, Amn);
+    put_k_major(img, 8192, 16, Bk);
+    const WgRun r = wg_run(3, 16, img, 16 * 128, 8192, 0, 8192, 1, 1, 0.25f);
+    ASSERT_TRUE(r.f.ok()) << r.f.message;
+    auto D = [](uint32_t row, uint32_t col) {
+        double s = 0.25;
+        for (uint32_t k = 0; k < 16; ++k) s += Amn(16 + k, row) * Bk(col, k);
+        return s;
+    };
+    // Thread 0's registers 0..3: D[0][0], D[0][1], D[8][0], D[8][1];
+    // thread 127 register 7: D[63][15].
+    EXPECT_EQ(r.d[0], D(0, 0));
+    EXPECT_EQ(r.d[3], D(8, 1));
+    EXPECT_EQ(r.d[127 * 8 + 7], D(63, 15));
+    size_t bad = 0;
+    for (uint32_t t = 0; t < 128; ++t)
+        for (uint32_t j = 0; j < 8; ++j) {
+            uint32_t row, col;
+            row_col(t, j, &row, &col);
+            bad += r.d[t * 8 + j] != D(row, col);
+        }
+    EXPECT_EQ(bad, 0u);
+}
+
 // m64n256k16, B N-major in four slabs, rows 16 .. 31 of them (the second
 // k16 step: start + 16 rows of 128 bytes).
 TEST(EmuWgmma, N256NMajorSecondKStep) {

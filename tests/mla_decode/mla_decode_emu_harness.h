@@ -36,7 +36,7 @@ inline const char *attn_name(Attn a) {
 }
 inline bool attn_fp8(Attn a) { return a == Attn::kFp8Mma || a == Attn::kFp8Tma; }
 inline kl_mla_decode_kind attn_kind(Attn a) {
-    return (a == Attn::kBf16Tma || a == Attn::kFp8Tma) ? KL_MLA_DECODE_TMA : KL_MLA_DECODE_MMA;
+    return a == Attn::kBf16Tma ? KL_MLA_DECODE_BF16_TMA : a == Attn::kFp8Tma ? KL_MLA_DECODE_FP8_TMA : KL_MLA_DECODE_MMA;
 }
 
 template <class T> std::unique_ptr<emu::Buffer<T>> input(const std::vector<T> &v, const char *name) {
@@ -54,11 +54,13 @@ kl_status launch_attention(Attn a, const kl_module *mod, const mla_decode_ref::P
                            const void *cache, const int32_t *table, const int32_t *lens, const int32_t *sched,
                            kl_bf16 *out, float *lse, float *ws, uint32_t parts, uint64_t words, uint64_t bytes);
 
-// Runs the step and checks it; with `pdl` the combine is mla_decode_combine_pdl.
-inline void run(Attn a, const kl_module *mod, const mla_decode_ref::Problem &p, uint32_t parts, bool pdl = false) {
+// Runs the step and checks it; with `pdl` the combine is mla_decode_combine_pdl;
+// the cache starts `misalign` bytes past a 16-byte boundary.
+inline void run(Attn a, const kl_module *mod, const mla_decode_ref::Problem &p, uint32_t parts, bool pdl = false,
+                uint32_t misalign = 0) {
     SCOPED_TRACE(::testing::Message() << attn_name(a) << " D " << p.D << " batch " << p.batch << " s_q " << p.s_q
                                       << " h_q " << p.h_q << " page " << p.page << " parts " << parts
-                                      << (pdl ? " pdl" : ""));
+                                      << (pdl ? " pdl" : "") << " cache misaligned by " << misalign);
     const uint32_t R = p.rows(), DV = p.dv();
     const uint64_t words = kl_mla_decode_schedule_words(p.batch, parts);
     const uint64_t bytes = kl_mla_decode_workspace_bytes(parts, p.s_q, p.h_q, p.D);
@@ -66,16 +68,14 @@ inline void run(Attn a, const kl_module *mod, const mla_decode_ref::Problem &p, 
     auto q = input(p.q, "q");
     auto table = input(p.table, "block_table");
     auto lens = input(p.lengths, "lengths");
-    std::unique_ptr<emu::Buffer<uint16_t>> c16;
-    std::unique_ptr<emu::Buffer<uint8_t>> c8;
-    const void *cache;
-    if (p.fp8) {
-        c8 = input(p.cache8, "kv_cache");
-        cache = c8->data();
-    } else {
-        c16 = input(p.cache, "kv_cache");
-        cache = c16->data();
-    }
+    std::vector<uint8_t> bytes_in(misalign, 0);
+    if (p.fp8)
+        bytes_in.insert(bytes_in.end(), p.cache8.begin(), p.cache8.end());
+    else
+        bytes_in.insert(bytes_in.end(), reinterpret_cast<const uint8_t *>(p.cache.data()),
+                        reinterpret_cast<const uint8_t *>(p.cache.data() + p.cache.size()));
+    auto c8 = input(bytes_in, "kv_cache");
+    const void *cache = c8->data() + misalign;
     emu::Buffer<int32_t> sched((size_t)words, emu::Access::kReadWrite, "sched");
     emu::Buffer<float> ws((size_t)(bytes / 4u), emu::Access::kReadWrite, "workspace");
     emu::Buffer<kl_bf16> out((size_t)p.batch * R * DV, emu::Access::kWrite, "out");

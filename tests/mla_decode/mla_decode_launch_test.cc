@@ -267,6 +267,33 @@ TEST(MlaDecodeLaunch, TmaAttentionGeometryMapsAndRefusals) {
                                                           s.mbps, s.num_blocks, 0.0417f, s.parts, s.words(), s.bytes(),
                                                           nullptr))
             << "both maps have the same box, dtype and swizzle: the launcher cannot tell them apart";
+        // The fp8 launcher: 16 rows a block, 256 threads, one map (q's 16-row boxes).
+        kl_kernel k8;
+        ASSERT_EQ(KL_SUCCESS, kl_mla_decode_attn_fp8_tma_get(&k8, &mod2)) << kl_last_error_message();
+        kl_tensor_map qm8;
+        ASSERT_EQ(KL_SUCCESS, kl_mla_decode_attn_fp8_tma_q_map_encode(&k8, &qm8, fake(0x10000), s.D, s.s_q * s.h_q,
+                                                                      s.batch, s.D, (uint64_t)s.s_q * s.h_q * s.D))
+            << kl_last_error_message();
+        EXPECT_EQ(KL_ERROR_TENSOR_MAP,
+                  kl_mla_decode_attn_fp8_tma(&k8, &qm, fake<uint8_t>(0x2000), fake<int32_t>(0x3000),
+                                             fake<int32_t>(0x4000), fake<int32_t>(0x5000), fake(0x6000),
+                                             fake<float>(0x7000), fake<float>(0x8000), s.batch, s.s_q, s.h_q, s.D,
+                                             s.page, s.mbps, s.num_blocks, 0.0417f, s.parts, s.words(), s.bytes(),
+                                             nullptr))
+            << "the bf16 launcher's q map has 64-row boxes";
+        ASSERT_EQ(KL_SUCCESS, kl_mla_decode_attn_fp8_tma(&k8, &qm8, fake<uint8_t>(0x2000), fake<int32_t>(0x3000),
+                                                         fake<int32_t>(0x4000), fake<int32_t>(0x5000), fake(0x6000),
+                                                         fake<float>(0x7000), fake<float>(0x8000), s.batch, s.s_q,
+                                                         s.h_q, s.D, s.page, s.mbps, s.num_blocks, 0.0417f, s.parts,
+                                                         s.words(), s.bytes(), nullptr))
+            << kl_last_error_message();
+        ASSERT_EQ(3u, rb2.count);
+        EXPECT_EQ(8u, recs2[2].grid[0]);  // ceil(128 rows / 16)
+        EXPECT_EQ(7u, recs2[2].grid[1]);
+        EXPECT_EQ(256u, recs2[2].block[0]);
+        EXPECT_EQ(288u * s.D + 64u * kl_mla_decode_fp8_token_bytes(s.D - 64) + 3840u, recs2[2].shared_bytes);
+        EXPECT_LE(recs2[2].shared_bytes, 227u * 1024u);
+        EXPECT_NE(0u, recs2[2].attribute_flags & KL_LAUNCH_PROGRAMMATIC_SERIALIZATION);
         kl_module_unload(&mod2);
     }
 }
@@ -301,10 +328,13 @@ TEST(MlaDecodeLayout, Fp8TokenIsFlashMlasAt576) {
 }
 
 TEST(MlaDecodeLayout, PartsFillTheMultiprocessors) {
-    // _tma: one block a multiprocessor, 64 rows a block.
-    EXPECT_EQ(132u, kl_mla_decode_num_parts(KL_MLA_DECODE_TMA, 132, 1, 16));  // 1 block of rows
-    EXPECT_EQ(33u, kl_mla_decode_num_parts(KL_MLA_DECODE_TMA, 132, 2, 128));  // 4 blocks of rows
-    EXPECT_EQ(1u, kl_mla_decode_num_parts(KL_MLA_DECODE_TMA, 2, 8, 128));     // 16 blocks of rows, 2 SMs
+    // bf16 _tma: one block a multiprocessor, 64 rows a block.
+    EXPECT_EQ(132u, kl_mla_decode_num_parts(KL_MLA_DECODE_BF16_TMA, 132, 1, 16));  // 1 block of rows
+    EXPECT_EQ(33u, kl_mla_decode_num_parts(KL_MLA_DECODE_BF16_TMA, 132, 2, 128));  // 4 blocks of rows
+    EXPECT_EQ(1u, kl_mla_decode_num_parts(KL_MLA_DECODE_BF16_TMA, 2, 8, 128));     // 16 blocks of rows, 2 SMs
+    // fp8 _tma: one block a multiprocessor, 16 rows a block.
+    EXPECT_EQ(132u, kl_mla_decode_num_parts(KL_MLA_DECODE_FP8_TMA, 132, 1, 16));
+    EXPECT_EQ(8u, kl_mla_decode_num_parts(KL_MLA_DECODE_FP8_TMA, 132, 2, 128));    // 16 blocks of rows
     // _mma: two blocks a multiprocessor, 16 rows a block.
     EXPECT_EQ(264u, kl_mla_decode_num_parts(KL_MLA_DECODE_MMA, 132, 1, 16));
     EXPECT_EQ(16u, kl_mla_decode_num_parts(KL_MLA_DECODE_MMA, 132, 2, 128));
@@ -313,12 +343,14 @@ TEST(MlaDecodeLayout, PartsFillTheMultiprocessors) {
 }
 
 TEST(MlaDecodeLayout, PickTakesTheCopyEngineOnHopperOnly) {
-    EXPECT_EQ(KL_MLA_DECODE_TMA, kl_mla_decode_pick(9, 1, 64));
-    EXPECT_EQ(KL_MLA_DECODE_TMA, kl_mla_decode_pick(9, 1, 256));
-    EXPECT_EQ(KL_MLA_DECODE_MMA, kl_mla_decode_pick(9, 1, 32)) << "a box is 64 positions of a page";
-    EXPECT_EQ(KL_MLA_DECODE_MMA, kl_mla_decode_pick(9, 0, 64)) << "the sm_90a image did not load";
-    EXPECT_EQ(KL_MLA_DECODE_MMA, kl_mla_decode_pick(8, 1, 64));
-    EXPECT_EQ(KL_MLA_DECODE_MMA, kl_mla_decode_pick(10, 1, 64));
+    EXPECT_EQ(KL_MLA_DECODE_BF16_TMA, kl_mla_decode_pick(9, 1, 64, 0));
+    EXPECT_EQ(KL_MLA_DECODE_BF16_TMA, kl_mla_decode_pick(9, 1, 256, 0));
+    EXPECT_EQ(KL_MLA_DECODE_FP8_TMA, kl_mla_decode_pick(9, 1, 64, 1));
+    EXPECT_EQ(KL_MLA_DECODE_MMA, kl_mla_decode_pick(9, 1, 32, 0)) << "a box is 64 positions of a page";
+    EXPECT_EQ(KL_MLA_DECODE_MMA, kl_mla_decode_pick(9, 1, 32, 1));
+    EXPECT_EQ(KL_MLA_DECODE_MMA, kl_mla_decode_pick(9, 0, 64, 0)) << "the sm_90a image did not load";
+    EXPECT_EQ(KL_MLA_DECODE_MMA, kl_mla_decode_pick(8, 1, 64, 1));
+    EXPECT_EQ(KL_MLA_DECODE_MMA, kl_mla_decode_pick(10, 1, 64, 0));
 }
 
 }  // namespace

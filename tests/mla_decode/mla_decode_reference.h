@@ -45,20 +45,24 @@ inline double e4m3(uint8_t c) {
     return s ? -v : v;
 }
 
-// The nearest E4M3 to x (|x| <= 448), ties to even code, by search.
+// The nearest E4M3 to x (|x| <= 448), ties to the even code: the codes'
+// values rise with the code, so a binary search over the 127 positive ones.
 inline uint8_t to_e4m3(double x) {
-    uint8_t best = 0;
-    double bd = std::numeric_limits<double>::infinity();
-    for (int c = 0; c < 256; ++c) {
-        const double v = e4m3((uint8_t)c);
-        if (std::isnan(v)) continue;
-        const double d = std::fabs(v - x);
-        if (d < bd || (d == bd && (c & 1) == 0)) {
-            bd = d;
-            best = (uint8_t)c;
-        }
+    const double a = std::fabs(x);
+    int lo = 0, hi = 126; /* e4m3(hi) = 448; code 127 is NaN */
+    while (lo < hi) {     /* the first code whose value is >= a */
+        const int mid = (lo + hi) / 2;
+        if (e4m3((uint8_t)mid) < a)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    return best;
+    int c = lo;
+    if (c > 0) {
+        const double below = a - e4m3((uint8_t)(c - 1)), above = e4m3((uint8_t)c) - a;
+        if (below < above || (below == above && ((c - 1) & 1) == 0)) c = c - 1;
+    }
+    return (uint8_t)(c | (x < 0 ? 0x80 : 0));
 }
 
 struct Problem {

@@ -28,24 +28,28 @@ using kl_test::DeviceBuffer;
 using mla_decode_ref::Problem;
 using mla_decode_ref::Spec;
 
-enum class Attn { kBf16Mma, kFp8Mma, kBf16Tma };
+enum class Attn { kBf16Mma, kFp8Mma, kBf16Tma, kFp8Tma };
 
 const char *attn_name(Attn a) {
     switch (a) {
     case Attn::kBf16Mma: return "bf16_mma";
     case Attn::kFp8Mma: return "fp8_mma";
     case Attn::kBf16Tma: return "bf16_tma";
+    case Attn::kFp8Tma: return "fp8_tma";
     }
     return "?";
 }
-bool attn_fp8(Attn a) { return a == Attn::kFp8Mma; }
-kl_mla_decode_kind attn_kind(Attn a) { return a == Attn::kBf16Tma ? KL_MLA_DECODE_TMA : KL_MLA_DECODE_MMA; }
+bool attn_fp8(Attn a) { return a == Attn::kFp8Mma || a == Attn::kFp8Tma; }
+kl_mla_decode_kind attn_kind(Attn a) {
+    return a == Attn::kBf16Tma ? KL_MLA_DECODE_BF16_TMA : a == Attn::kFp8Tma ? KL_MLA_DECODE_FP8_TMA : KL_MLA_DECODE_MMA;
+}
 
 kl_status attn_get(Attn a, kl_kernel *k, const kl_module *mod) {
     switch (a) {
     case Attn::kBf16Mma: return kl_mla_decode_attn_bf16_mma_get(k, mod);
     case Attn::kFp8Mma: return kl_mla_decode_attn_fp8_mma_get(k, mod);
     case Attn::kBf16Tma: return kl_mla_decode_attn_bf16_tma_get(k, mod);
+    case Attn::kFp8Tma: return kl_mla_decode_attn_fp8_tma_get(k, mod);
     }
     return KL_ERROR_UNSUPPORTED;
 }
@@ -105,8 +109,13 @@ struct Step {
     }
     // The tensor maps of the _tma launchers (their buffers stay put across replays).
     void encode() {
-        if (a != Attn::kBf16Tma) return;
         const Problem &pr = *p;
+        if (a == Attn::kFp8Tma)
+            kl_test::check(kl_mla_decode_attn_fp8_tma_q_map_encode(&ak, &qm, reinterpret_cast<const kl_bf16 *>(q.get()),
+                                                                   pr.D, pr.rows(), pr.batch, pr.D,
+                                                                   (uint64_t)pr.rows() * pr.D),
+                           "q_map");
+        if (a != Attn::kBf16Tma) return;
         kl_test::check(kl_mla_decode_attn_bf16_tma_q_map_encode(&ak, &qm, reinterpret_cast<const kl_bf16 *>(q.get()),
                                                                 pr.D, pr.rows(), pr.batch, pr.D,
                                                                 (uint64_t)pr.rows() * pr.D),
@@ -144,6 +153,11 @@ struct Step {
             st = kl_mla_decode_attn_bf16_tma(&ak, &qm, &cm, table.get(), lens.get(), sched.get(), out.get(), lse.get(),
                                              ws.get(), pr.batch, pr.s_q, pr.h_q, pr.D, pr.page, pr.mbps,
                                              pr.num_blocks, pr.scale, parts, words, bytes, stream);
+            break;
+        case Attn::kFp8Tma:
+            st = kl_mla_decode_attn_fp8_tma(&ak, &qm, cache8.get(), table.get(), lens.get(), sched.get(), out.get(),
+                                            lse.get(), ws.get(), pr.batch, pr.s_q, pr.h_q, pr.D, pr.page, pr.mbps,
+                                            pr.num_blocks, pr.scale, parts, words, bytes, stream);
             break;
         }
         if (st != KL_SUCCESS) return st;
@@ -381,7 +395,8 @@ std::string name(const ::testing::TestParamInfo<std::tuple<const char *, Attn>> 
 
 INSTANTIATE_TEST_SUITE_P(All, MlaDecodeGpu,
                          ::testing::Combine(::testing::ValuesIn(kVariants),
-                                            ::testing::Values(Attn::kBf16Mma, Attn::kFp8Mma, Attn::kBf16Tma)),
+                                            ::testing::Values(Attn::kBf16Mma, Attn::kFp8Mma, Attn::kBf16Tma,
+                                                              Attn::kFp8Tma)),
                          name);
 
 class MlaDecodeGpuMmaPages : public MlaDecodeGpu {};

@@ -32,6 +32,20 @@ __device__ void wgmma_case(float *d, float *before, uint32_t base, uint32_t a_of
     for (int j = 0; j < N / 2; ++j) d[threadIdx.x * (N / 2) + (uint32_t)j] = acc[j];
 }
 
+/* The same with A M-major (imm-trans-a 1): m64n16k16, B K-major. */
+__device__ void wgmma_case_ta(float *d, float *before, uint32_t base, uint32_t a_off, uint32_t b_off, uint32_t lbo,
+                              uint32_t accumulate, float init) {
+    float acc[8];
+    for (int j = 0; j < 8; ++j) acc[j] = init;
+    kl__wgmma_fence();
+    kl__wgmma_bf16_ss_ta<16, 0>(acc, kl__wgmma_desc(base + a_off, lbo, 1024u), kl__wgmma_desc(base + b_off, 16u, 1024u),
+                                accumulate);
+    kl__wgmma_commit();
+    before[threadIdx.x] = acc[0];
+    kl__wgmma_wait<0>();
+    for (int j = 0; j < 8; ++j) d[threadIdx.x * 8u + (uint32_t)j] = acc[j];
+}
+
 extern "C" __global__ void emu_test_wgmma(float *d, float *before, const uint4 *image, uint32_t image_bytes,
                                           uint32_t shape, uint32_t a_off, uint32_t b_off, uint32_t b_step,
                                           uint32_t lbo, uint32_t steps, uint32_t accumulate, float init) {
@@ -44,6 +58,8 @@ extern "C" __global__ void emu_test_wgmma(float *d, float *before, const uint4 *
         wgmma_case<32, 0>(d, before, base, a_off, b_off, b_step, lbo, steps, accumulate, init);
     else if (shape == 1)
         wgmma_case<128, 1>(d, before, base, a_off, b_off, b_step, lbo, steps, accumulate, init);
+    else if (shape == 3)
+        wgmma_case_ta(d, before, base, a_off, b_off, lbo, accumulate, init);
     else
         wgmma_case<256, 1>(d, before, base, a_off, b_off, b_step, lbo, steps, accumulate, init);
 }
