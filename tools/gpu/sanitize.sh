@@ -21,6 +21,8 @@ runs=(
   ".gpu/tests/mla_prefill/mla_copy_engine_test racecheck *OneKey*:*Identity*"
   ".gpu/tests/paged_decode/paged_decode_test memcheck *GqaOffAlignmentCache*:*Fp8GqaInterleavedAndOffAlignmentCache*:*LargeScores*"
   ".gpu/tests/paged_decode/paged_decode_test racecheck *Fp8GqaInterleavedAndOffAlignmentCache*:*LargeScores*"
+  ".gpu/tests/mla_decode/mla_decode_test memcheck *RaggedLengths*:*Graph*deepseek*:*TwoTokens*tma*"
+  ".gpu/tests/mla_decode/mla_decode_test racecheck *RaggedLengths*deepseek*:*TwoTokens*mistral*tma*"
 )
 status=0
 for r in "${runs[@]}"; do
