@@ -43,6 +43,7 @@ skip tests || part tests 250 env KL_GPU_KIND=test KL_GPU_TIMEOUT=150 bash .gpu/r
 # Seconds each benchmark may take.
 skip bench_decode || part bench_decode 90 bash bench/decode/run.sh
 skip bench_mla || part bench_mla 120 bash bench/mla/run.sh
+skip bench_mla_decode || part bench_mla_decode 150 bash bench/mla_decode/run.sh
 # The copy-engine kernels under compute-sanitizer (memcheck, racecheck).
 skip sanitize || part sanitize 180 bash tools/gpu/sanitize.sh
 skip bench_launch || part bench_launch 60 bash bench/launch/run.sh
