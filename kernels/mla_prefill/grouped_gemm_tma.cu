@@ -82,7 +82,8 @@
  *     (balanced to within one tile, as on the ring) in group, m tile, n
  *     tile order, and the held buffers hand over on their own mbarriers.
  *     Other shapes take the 6-stage ring. H100, same run: 1.13x the ring
- *     at k 128, 1.03x at k 512 (docs/PERFORMANCE.md).
+ *     at k 128, 1.03x at k 512 (2026-12-06, mla_bench --ab against the
+ *     GROUPED_GEMM_TMA_NO_HELD build).
  *   - Paced blocks. On the held paths, where every run is the same number
  *     of units (whole strips, or tiles of held B), a producer begins unit
  *     u only once the blocks together have begun nb u units (counters,
@@ -96,8 +97,31 @@
  *     alignment = 230656 bytes (of 232448). Registers: 64 accumulators and
  *     indices (106 a thread, of the 168 the block's 384 threads allow; no
  *     setmaxnreg).
- *   Predicted and measured: docs/PERFORMANCE.md ("Hopper MLA prefill on the
- *   copy engine").
+ *   Predicted before the first run (H200, the ring without held operands):
+ *   k 128 0.80-0.90 of copy, k 512 0.90-1.00x torch.bmm; measured 0.74 and
+ *   0.89x (2026-12-04): 128 KiB in flight did not give the copy rate, which
+ *   sent the work to L2 (the held paths) and to DRAM's write pattern (the
+ *   pacing). Figures today: docs/PERFORMANCE.md, "MLA prefill: attention
+ *   and GEMM".
+ *   Tried and not kept (each against the kept code in one run):
+ *   - ping-pong consumers (each warpgroup a whole 128 x 128 tile, the two
+ *     on alternate tiles, so one's epilogue runs beside the other's
+ *     products): H200, 2026-12-04, 0.83x bmm at k 128 against 0.94x; a
+ *     warpgroup's two m64 chains in series cost more than the shared
+ *     epilogue it hid;
+ *   - held A alone (B streaming, below) 0.80x the ring; odd blocks walking
+ *     their held run backwards (neighbours meet on their shared group):
+ *     fewer DRAM reads (169.8 -> 159.0 MB) but 0.971x; strips handed out
+ *     in (m strip, group) order from one counter: 1.40x slower (a group's
+ *     B loaded for every strip); L2 evict-first hints: 0.994-1.000 (all
+ *     H100, 2026-12-06);
+ *   - a dynamic tail (blocks that finish early steal strips from the
+ *     slowest runs): the blocks ended together and the kernel was no
+ *     faster (B / A 1.001, H100, 2026-12-06): see "Paced blocks";
+ *   - a fifth A stage on the held-B path (k 512): 1.001; with 4 this
+ *     shape reads at DRAM's rate (0.98 of copy, H100, 2026-12-06);
+ *   - a 2-block cluster multicasting the shared A tile: not built (the
+ *     emulator refuses clusters, so it could not be proven here).
  *
  * The maps' addresses and strides are 16-byte aligned (k_g, n_g, a_stride,
  * c_stride multiples of 8; the builders refuse others): grouped_gemm_wgmma
@@ -132,9 +156,10 @@ constexpr uint32_t SMEM = OFF_BAR + BAR_BYTES;
  *     strip) and one B slot of 32 KiB per n tile, each holding its n tile
  *     of the current group's B across the group's m tiles; nothing streams.
  * (A held alone, B streaming in 8 stages, measured 0.80x the ring at k 128
- * on the H100: docs/PERFORMANCE.md.) mbarriers: full[nst], empty[nst] of
- * the streamed stages, then held_full[2], held_empty[2], then (held A and
- * B) b_full[4], b_empty[4]. */
+ * on the H100, 2026-12-06: its contiguous runs put the blocks' B streams on
+ * 132 groups where the ring's round robin kept 16 hot.) mbarriers:
+ * full[nst], empty[nst] of the streamed stages, then held_full[2],
+ * held_empty[2], then (held A and B) b_full[4], b_empty[4]. */
 enum class Path : uint32_t { kRing, kHeldB, kHeldAB };
 constexpr uint32_t HELD_A_K = 2, HELD_B_K = 8; /* k-steps a held buffer holds */
 constexpr uint32_t RING_BYTES = STAGES * STAGE;
@@ -233,14 +258,15 @@ __device__ __forceinline__ uint64_t strip_of(Path path, const Tile &t) {
  * about one unit of each other: C is [m, g, n], a group's row 1 KiB of a
  * 128 KiB row at k 128, and DRAM takes rows written together faster than
  * the same bytes spread over the whole of C (H100, same run: 1.05x at k
- * 128, the blocks' ends 242-250 us where they were 219-263;
- * docs/PERFORMANCE.md). counters[0] counts begun units, counters[1]
- * finished producers (atomicInc wraps it to 0 at the launch's last, which
- * takes the launch's units back off counters[0]): zero again after every
- * launch. Only a pace: a wait gives up once counters[0] stalls for
- * GROUPED_GEMM_TMA__PACE_STALL_NS (a grid larger than the GPU holds at once, whose
- * resident blocks all end up waiting for ones that cannot start) and its
- * block runs on unpaced, so results never depend on it.
+ * 128, the blocks' ends 242-250 us where they were 219-263; 2026-12-06,
+ * mla_bench --ab against GROUPED_GEMM_TMA_NO_PACE). counters[0] counts
+ * begun units, counters[1] finished producers (atomicInc wraps it to 0 at
+ * the launch's last, which takes the launch's units back off counters[0]):
+ * zero again after every launch. Only a pace: a wait gives up once
+ * counters[0] stalls for GROUPED_GEMM_TMA__PACE_STALL_NS (a grid larger
+ * than the GPU holds at once, whose resident blocks all end up waiting for
+ * ones that cannot start) and its block runs on unpaced, so results never
+ * depend on it.
  * On the emulator, whose blocks run one after another, every wait gives
  * up at once (the counting still runs). bench/mla/ab.sh's
  * GROUPED_GEMM_TMA_NO_PACE build leaves it out (the A/B of the pacing). */
@@ -279,7 +305,8 @@ static __device__ __noinline__ bool grouped_gemm_tma__pace(const uint32_t *count
  * library's): block b stamps the global timer (ns) at entry
  * ([4 b]) and where each consumer warpgroup's last store has completed
  * ([4 b + 1 + wg]), and its SM ([4 b + 3]: 1 + %smid); mla_bench --ab with
- * such a build prints the blocks' ends (docs/PERFORMANCE.md). */
+ * such a build prints the blocks' ends (p10 / p50 / p90 / latest, and the
+ * SMs and blocks that end earliest and latest). */
 #ifdef GROUPED_GEMM_TMA_TRACE
 __device__ unsigned long long grouped_gemm_tma__trace[4 * 1024];
 #define GROUPED_GEMM_TMA__STAMP(i)                                                       \

@@ -58,18 +58,23 @@
  *     bytes), then each thread stores 16-byte pieces: a warp writes two full
  *     256-byte rows of C per instruction (full 32-byte sectors).
  *
- * Measured on the H200 (docs/PERFORMANCE.md): 2204 GB/s at k 128 (0.52 of
- * copy), 3356 GB/s at k 512 (335 TFLOP/s, 0.83 of torch.bmm). The profile
- * at k 128: DRAM 44% busy, 24% occupancy (16 warps), i.e. the loads'
- * latency is exposed between a block's 2 k-steps and its epilogue. Tried:
+ * Measured on the H200 (2026-12-01, bench/mla/run.sh): 2204 GB/s at k
+ * 128 (0.52 of copy), 3356 GB/s at k 512 (335 TFLOP/s, 0.83 of
+ * torch.bmm). The profile at k 128: DRAM 44% busy, 24% occupancy (16
+ * warps), i.e. the loads' latency is exposed between a block's 2 k-steps
+ * and its epilogue. Tried:
  * 4 tiles per block with the stage ring running across them (1 block per
  * SM, 128 KiB of stages + an epilogue tile), predicted to hide that latency
  * (0.52 -> ~0.75 of copy); measured 1857 GB/s (0.44) and 240 TFLOP/s at k
  * 512: with one block per SM each stage's wgmma wait and barrier stall the
- * whole SM and nothing overlaps the epilogue, so it was reverted. What
- * would move it: a producer warpgroup issuing the loads (bulk tensor copies
- * or cp.async) behind mbarriers while the consumers compute and store, so
- * one block keeps the memory system busy through its epilogue.
+ * whole SM and nothing overlaps the epilogue, so it was reverted. Tried
+ * next (H200, 2026-12-02): a producer warpgroup issuing cp.async behind
+ * mbarriers while the consumers compute and store, 4 tiles a block: 1597
+ * GB/s at k 128 with one producer warpgroup, 2117 with two, against this
+ * kernel's 2193 (16 loading warps in 2 blocks). With cp.async the bytes in
+ * flight an SM scale with the warps that issue the copies, so a producer
+ * warpgroup cannot keep enough in flight; the bulk tensor copy engine (one
+ * thread, no per-warp limit) can: grouped_gemm_tma.
  *
  * Any m, n_g, k_g, strides and alignment: rows past m or n_g and k past k_g
  * are zeros in shared memory; a chunk whose source is not 16-byte aligned is

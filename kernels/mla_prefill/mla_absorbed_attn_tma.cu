@@ -87,8 +87,12 @@
  *     to even with a tile whose keys are all masked.
  *   - Online softmax in base 2 with masks only on tiles that need them; the
  *     row sums in fp32 (D 320: of the bf16 weights as applied).
- *   Predicted and measured: docs/PERFORMANCE.md ("Hopper MLA prefill on the
- *   copy engine").
+ *   Predicted before the first run (from the counts above; H200): D 576
+ *   0.62-0.69 of the bf16 matmul rate, D 320 0.68-0.74; measured 0.74 and
+ *   0.81 (2026-12-04): the seesaw and P from registers removed more of the
+ *   serial time than counted. What bounds D 576 now (ncu, H100, 2026-12-06:
+ *   tensor pipe active 67%, shared memory 57% of peak) and what would move
+ *   it: docs/PERFORMANCE.md, "MLA prefill attention".
  *
  * The maps' addresses and strides are 16-byte aligned (the builders refuse
  * others); the output takes any 2-byte alignment. Registers, spills:

@@ -76,7 +76,10 @@
  *   - Online softmax in base 2, masks only on tiles that need them; query
  *     blocks are scheduled longest (causal) first (block x takes block
  *     gridDim.x - 1 - x).
- *   Measured and predicted: docs/PERFORMANCE.md ("Hopper MLA prefill").
+ *   Measured on the H200 (2026-12-02, 3db8e5d, bench/mla/run.sh): D 576
+ *   363.7 TFLOP/s, D 320 483.8 (0.45 and 0.60 of torch's bf16 matmul,
+ *   801.7); the D 576 profile (tensor pipe 38%, shared memory 67%, barrier
+ *   and wait stalls first) is what mla_absorbed_attn_tma's seesaw answers.
  *
  * Any pointer alignment (2-byte): rows not 16-byte aligned are loaded
  * element by element. Registers, spills: docs/MLA_PREFILL.md.

@@ -109,9 +109,10 @@
 
 /* PAGED_DECODE_TRACE (bench/decode/trace.sh's build only, never the
  * library's): a persistent block's timeline, for what a launch costs
- * beyond its bytes (docs/PERFORMANCE.md). Stamp i of block b: the global
- * timer (ns) at paged_decode__trace[32 b + i] and the SM's clock at
- * [32 b + 16 + i]; paged_decode_bulk_gqa.cu says what each i marks
+ * beyond its bytes (docs/PERFORMANCE.md, paged decode's 1 x 32768).
+ * Stamp i of block b: the global timer (ns) at paged_decode__trace[32 b
+ * + i] and the SM's clock at [32 b + 16 + i]; paged_decode_bulk_gqa.cu
+ * says what each i marks
  * ([32 b + 14]: the block's pieces; [32 b + 15]: 1 + its SM).
  * Elsewhere PAGED_DECODE__STAMP is nothing. */
 #ifdef PAGED_DECODE_TRACE
@@ -286,7 +287,8 @@ enum class paged_decode__bulk_copy { kRows, kRegisters, kBoxes };
  * so a tile lies in one cache block, walked tile to tile without a
  * division (else each lane divides its position). spec_seq / spec_page:
  * the guess whose table chunks were loaded (cur, nxt).
- * Per tile (SASS, docs/PERFORMANCE.md): kRows issues 32 cp.async.bulk,
+ * Per tile (SASS, bench/decode/sass_count.py; paged_decode_bulk_gqa.cu's
+ * COUNTS): kRows issues 32 cp.async.bulk,
  * which the compiler serialises through the uniform datapath (an
  * elect/R2UR/UBLKCP loop of one iteration a lane); kBoxes issues 4 (bf16)
  * or 2 (fp8) cp.async.bulk.tensor from lane 0. */

@@ -23,7 +23,7 @@
  * brought into a shared-memory ring by the bulk copy engine from producer
  * warps, completing on mbarriers: paged_decode_bulk.cuh says how.
  *
- * WHY (H200 figures of docs/PERFORMANCE.md; copy 4.19-4.23 TB/s, 132 SMs,
+ * WHY (H200 figures of 2026-12-02 to -04; copy 4.19-4.23 TB/s, 132 SMs,
  * ~1.98 GHz: 16.1 bytes a cycle an SM). The _mma kernels keep every byte
  * in flight in the tensor-core warps' registers: one 8-warp block an SM at
  * 233-255 registers, 8 warps x 1 (bf16, 8 KiB) or 2 (fp8, 4 KiB) tiles
@@ -39,7 +39,7 @@
  *
  * COUNTS per tile of 16 positions x 1 KV head (head dim 128, NH <= 8
  * query heads of the group; SASS of the sm_90a cubin, nvcc 13.0,
- * bench/decode/sass_count.py; docs/PERFORMANCE.md has the table):
+ * bench/decode/sass_count.py CUBIN KERNEL prints them):
  *   bytes: K + V 8192 (bf16) / 4096 (fp8), read once, from DRAM; due every
  *     508 / 254 cycles an SM at copy speed;
  *   FLOPs: 2 x 16 x 128 x NH x 2 = 8192 NH (S and P V): 0.5 NH a bf16
@@ -70,7 +70,9 @@
  * paged_decode_persist_gqa_mma.cu (block b takes tiles [floor(b T / nt),
  * floor((b + 1) T / nt)) of all units; whole units to the output, cut
  * units as records merged by the last arrival), with three changes for the
- * 1 x 32768 shape's ~11.5 us of latency chains (docs/PERFORMANCE.md):
+ * 1 x 32768 shape's ~11.5 us of latency chains (H200, 2026-12-02: the
+ * launch, seq_lens -> block table -> K/V before an SM streams, each warp's
+ * ramp, the block merge, the arrival and the last block's merge):
  *   - the producers stream the block's tiles across its pieces (they start
  *     the next unit's tiles while the consumers merge the last), so a
  *     block ramps once, not once a piece;
@@ -84,6 +86,38 @@
  *     loads (m, l) and its accumulator elements of up to 16 records at
  *     once, independent loads, then combines (the _mma kernel's merge
  *     stages (m, l) first: two round trips).
+ *
+ * TRIED AND NOT KEPT (each measured in one run against the kept code; the
+ * runs in full: git show 11e7d68:docs/PERFORMANCE.md):
+ *   - Claimed shares (a fifth of the tiles taken from a ticket counter,
+ *     for the per-SM spread of the blocks' ends): H200, 2026-12-04, bf16
+ *     32 x 4096 0.758 of copy against 1.016. A cut piece stops the stream
+ *     (the claim's round trip, the walk to the new share, the consumers'
+ *     merge, record and arrival): ~9 us a piece, while the ring holds 16
+ *     tiles. A claimed pool of the last eighth in larger chunks (H100,
+ *     2026-12-06) still ran at 0.925x (bf16) and 0.79x (fp8) the static
+ *     shares' speed; the read probe put that loss in the pieces, not the
+ *     schedule.
+ *   - A 24-slot bf16 box ring (192 KiB in flight): H200, 2026-12-04, 1.010
+ *     of copy against 1.016 and the same per-SM spread, so the late SMs
+ *     are short of memory bandwidth, not of bytes in flight.
+ *   - Units KV head by KV head (a sequence's 8 heads read together at 128
+ *     blocks): H200, 2026-12-04, within the runs' noise; sequence by
+ *     sequence kept.
+ *   - Heads 2 <-> 3 and 6 <-> 7 swapped in the schedule (against DRAM
+ *     aliasing of the per-head rows): H100, 2026-12-06, bf16 B / A 1.008,
+ *     slower; a shuffled block table already spreads the rows.
+ *   - The grouped GEMM's pacing on these blocks (a producer waits for the
+ *     others): H100, 2026-12-06, 1.01-1.16x slower: decode's slow SMs are
+ *     slow on their own.
+ *   - fp8 consumers taking two tiles a step (one max, one rescale): H100,
+ *     2026-12-06, B / A 0.998 (fp8 is memory-bound on the H100), and 20x
+ *     the `_mma` seed kernel's deviation (P rounded over 32 positions).
+ *   - 32-bit and shift fast paths for the producer's divisions: H100,
+ *     2026-12-06, no change (the ~0.9 us from the first tile found to the
+ *     first copy is not the divisions).
+ *   - Reading the cache head-major ([block, kv head, slot, d], timing
+ *     only): H100, 2026-12-06, 0.998x: the token-major rows cost nothing.
  */
 
 #include "paged_decode_bulk.cuh"
@@ -292,7 +326,8 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
     kl__griddep_launch_dependents();
     /* The maps are kernel parameters (no earlier kernel writes them): their
      * fetch overlaps the lengths' scan instead of following it (0.67 us
-     * from the scan's end to the first copy on the H200's trace). */
+     * from the scan's end to the first copy on the H200's trace,
+     * 2026-12-04; the gap stayed, so it was not the maps). */
     if (TMAP && tid == 8u * 32u) {
         kl__prefetch_tensormap(k_map);
         kl__prefetch_tensormap(v_map);
@@ -352,7 +387,8 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
         if (tid == 0u) {
             plan.more = plan.sched.next(plan.piece) ? 1u : 0u;
             /* A cut piece's blocks and b0's record slot now, off the tail
-             * between its last tile and its arrival (docs/PERFORMANCE.md). */
+             * between its last tile and its arrival (H100, 2026-12-06: the
+             * latest block's arrival 2.2 -> 0.8 us on the trace). */
             if (plan.more && !plan.piece.whole) {
                 paged_decode__persist_blocks_of(plan.piece.su, plan.piece.ue, sh, &plan.b0, &plan.b1);
                 plan.s0 = paged_decode__persist_slot0(plan.piece.su, plan.b0, sh);
@@ -382,8 +418,8 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
          * thread 0's arrival, an acquire-release add that releases them all
          * (cumulativity, PTX ISA memory model): one MEMBAR.ALL.GPU in the
          * SASS where a __threadfence here and another in the last arrival
-         * were two MEMBAR.SC.GPU (docs/PERFORMANCE.md: with the warp's
-         * locate, 1 x 32768 0.8% faster on the H100). */
+         * were two MEMBAR.SC.GPU (with the warp's locate, 1 x 32768 0.8%
+         * faster on the H100, 2026-12-06, decode_bench --ab). */
         kl__bar_sync(PAGED_DECODE__BULK_MERGE_BAR, PAGED_DECODE__THREADS);
         const uint32_t b0 = plan.b0, b1 = plan.b1; /* every thread: the merge below reads them */
         if (tid == 0u) {

@@ -16,7 +16,13 @@
  * heads that is 4 per fp8 byte before any conversion. Here one warp does
  * 16 positions x 128 dims x (up to 8 heads) in 24 HMMA, and the per-byte
  * work left is loads, conversions (fp8: 1 per 2 bytes) and byte permutes.
- * The loop's counts are in docs/PERFORMANCE.md (paged decode).
+ * The loops' counts (2026-12-01, nvcc 13.0, the sm_90 cubin of gqa4_d128;
+ * code behind a forward branch counted as if it ran, so upper bounds):
+ *   bf16: 780 instructions for 2 tiles, 512 cache bytes a thread, 64 HMMA:
+ *     1.52 a byte with both load arms counted;
+ *   fp8: 1349 for 3 tiles, 384 bytes, 72 HMMA, 192 packed cvt: 3.51 a byte;
+ * both well inside the budget, so memory (bytes in flight, load balance) is
+ * what is left to limit them. Registers 255 (bf16) / 221 (fp8), no spills.
  *
  * LAYOUT (one warp, lane = 4 g + t, g = lane / 4 in 0..7, t = lane % 4)
  * A warp takes tiles of 16 positions [p0, p0 + 16), p0 a multiple of 16
@@ -573,7 +579,9 @@ static __device__ __forceinline__ void paged_decode__mma_core(
  * are 16-byte aligned: both cache pointers, and block_stride's bytes), and
  * the core. Tiles in flight per warp on the fast path: 2 for bf16 (8 KiB
  * each, 255 registers), 3 for fp8 (4 KiB each, 221 registers; 4, at 251,
- * measured 1.5% slower on the H200: docs/PERFORMANCE.md). */
+ * measured 1.5% slower on the H200, 2026-12-01: 82.6 against 81.4 us at
+ * 32 x 4096, ncu's long-scoreboard stalls 35.8% against 35.1%, so the
+ * stall is not the pipeline's depth). */
 template <bool FP8, int NH, class Out>
 static __device__ __forceinline__ void paged_decode__mma_run(
     paged_decode__gqa_smem<NH, 128> &sm, const __nv_bfloat16 *q_grp, const void *k_cache,

@@ -9,8 +9,12 @@
  * 16 positions, half of them on zeros, and ptxas rematerialised the zero
  * registers and copied Q into the accumulators' registers every tile (62
  * IMAD in the fp8 ring loop of 360 instructions, 24 HMMA). The fp8
- * `_tma` persistent kernel is the consumers' to pace (H200: block ends
- * within 1 us, 0.46 issued warps a scheduler; docs/PERFORMANCE.md).
+ * `_tma` persistent kernel is the consumers' to pace (H200, 2026-12-04:
+ * block ends within 1 us, 0.46 issued warps a scheduler). With this step
+ * the fp8 ring loop is 286 instructions and 16 HMMA (328 and 24 with the
+ * heads as rows), bf16 321 and 24 (342, 32); measured on the H200
+ * (2026-12-05, decode_bench --ab against the heads-as-rows build) 0.4-0.5%
+ * faster, so fp8's pace is not the instructions its consumers issue.
  *
  * LAYOUT (lane = 4 g + t, as paged_decode_mma.cuh):
  *   S^T = K Q^T, m16n8k16 with M = the tile's 16 positions, N = query heads

@@ -53,7 +53,9 @@ static __device__ __forceinline__ uint64_t paged_decode__cta_first(uint32_t b, u
  * floor(b T / nb) <= x exactly when b T <= (x + 1) nb - 1, so b =
  * floor(((x + 1) nb - 1) / T): one division, where the binary search it
  * replaced (kept for x past 2^47, where (x + 1) nb could overflow) took
- * ~2 x 8 dependent ones on a cut piece's tail (docs/PERFORMANCE.md). */
+ * ~2 x 8 dependent ones on a cut piece's tail (with the cut piece's blocks
+ * found at its start and one record slot: 1 x 32768 3.5-3.9% faster on the
+ * H100, 2026-12-06, decode_bench --ab). */
 static __device__ __forceinline__ uint32_t paged_decode__cta_of(uint64_t x, uint64_t q, uint32_t r, uint32_t nb) {
     if (x < (1ull << 47)) { /* nb <= 65535: (x + 1) nb < 2^63 */
         const uint64_t b = ((x + 1u) * nb - 1u) / (q * nb + r);
@@ -268,7 +270,7 @@ struct paged_decode__persist_first {
  * to 32), every warp on its own: a lane a length, a warp scan, a ballot
  * for the interval holding `first`; no barrier and no shared memory (the
  * block scan below took the H100's trace 0.35-0.4 us longer from entry to
- * the block's first tile found, docs/PERFORMANCE.md). Up to
+ * the block's first tile found, 2026-12-06). Up to
  * THREADS sequences, one block pass: each thread reads one length once,
  * and one block scan gives both the total and the interval holding `first`
  * (two barriers). More sequences take paged_decode__persist_total, then

@@ -19,7 +19,7 @@
  * paged_decode_mma.cuh, same numerics) on a persistent schedule: one launch
  * of num_ctas blocks (one per multiprocessor) for any batch.
  *
- * WHY (H200 figures, docs/PERFORMANCE.md, issue 10). Two schedules lose time
+ * WHY (H200 figures of 2026-12-01 and -02, issue 10). Two schedules lose time
  * to the shape of the grid, not to the loop:
  *   - 1 x 32768 (8 KV heads, bf16, 128 MiB of K+V: 32.3 us at copy speed):
  *     split-KV partial + combine took 44.9 us, ~12 us over the kernel's own
