@@ -333,17 +333,6 @@ kl_mla_decode_kind attn_kind(Attn a) {
     return a == Attn::kBf16Tma ? KL_MLA_DECODE_BF16_TMA : a == Attn::kFp8Tma ? KL_MLA_DECODE_FP8_TMA : KL_MLA_DECODE_MMA;
 }
 
-// Whether this build has the launcher at all (see the header comment).
-bool attn_compiled(Attn a) {
-    switch (a) {
-    case Attn::kBf16Mma:
-    case Attn::kFp8Mma: return true;
-    case Attn::kBf16Tma: return true;
-    case Attn::kFp8Tma: return true;
-    default: return false;
-    }
-}
-
 kl_status attn_get(Attn a, kl_kernel *k, const kl_module *mod) {
     switch (a) {
     case Attn::kBf16Mma: return kl_mla_decode_attn_bf16_mma_get(k, mod);
@@ -377,11 +366,6 @@ void probe(Variant &v) {
     for (Attn a : kAttns) {
         const int i = static_cast<int>(a);
         const std::string what = std::string(attn_name(a)) + " D " + std::to_string(v.D);
-        if (!attn_compiled(a)) {
-            note(what + " left out: not compiled in (build with --define mla_decode_bench_tma=" +
-                 (attn_fp8(a) ? "all" : "bf16") + ")");
-            continue;
-        }
         const kl_status st = attn_get(a, &k, &v.mod);
         if (st == KL_ERROR_UNSUPPORTED) {
             note(what + " left out: " + kl_last_error_message());

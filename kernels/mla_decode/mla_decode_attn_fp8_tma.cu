@@ -248,52 +248,49 @@ mla_decode_attn_fp8_tma(KL_PARAMS_mla_decode_attn_fp8_tma) {
                 const uint8_t *graw = live ? kv_cache + ((uint64_t)(uint32_t)page * page_size + kb % page_size + tok) * TB
                                            : nullptr;
                 const uint32_t ktile = sbase + OFF_K + st * TILE, r = HB * h + tok;
-                /* latent: VPP values from value part * VPP, 16 a step */
+                /* This thread's bytes first, all loads in flight together (each shared-memory
+                 * access is an ordered asm statement: a load, then its use, a group at a time
+                 * would serialise them), then the conversions, then the stores. */
+                uint4 lat[VPP / 16u], rope[2];
                 float scale = 0.0f;
                 if (live && vec_c) {
+#pragma unroll
+                    for (uint32_t g = 0; g < VPP / 16u; ++g) lat[g] = kl__ld_shared_v4(raw + part * VPP + 16u * g);
+#pragma unroll
+                    for (uint32_t c = 0; c < 2u; ++c) rope[c] = kl__ld_shared_v4(raw + ROPE_OFF + 16u * (2u * part + c));
                     scale = kl__ld_shared_f32(raw + DV + 4u * (part * VPP / 128u));
-                } else if (live) {
-                    const uint8_t *sp = graw + DV + 4u * (part * VPP / 128u); /* any alignment */
+                } else if (live) { /* a cache off 16-byte alignment: byte loads from global memory */
+                    auto load16 = [](const uint8_t *src) {
+                        uint32_t ww[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+                        for (uint32_t i = 0; i < 16u; ++i) ww[i >> 2] |= (uint32_t)src[i] << (8u * (i & 3u));
+                        return make_uint4(ww[0], ww[1], ww[2], ww[3]);
+                    };
+#pragma unroll
+                    for (uint32_t g = 0; g < VPP / 16u; ++g) lat[g] = load16(graw + part * VPP + 16u * g);
+#pragma unroll
+                    for (uint32_t c = 0; c < 2u; ++c) rope[c] = load16(graw + ROPE_OFF + 16u * (2u * part + c));
+                    const uint8_t *sp = graw + DV + 4u * (part * VPP / 128u);
                     scale = __uint_as_float((uint32_t)sp[0] | ((uint32_t)sp[1] << 8) | ((uint32_t)sp[2] << 16) |
                                             ((uint32_t)sp[3] << 24));
+                } else {
+#pragma unroll
+                    for (uint32_t g = 0; g < VPP / 16u; ++g) lat[g] = make_uint4(0u, 0u, 0u, 0u);
+                    rope[0] = rope[1] = make_uint4(0u, 0u, 0u, 0u);
                 }
+                uint4 bf[VPP / 8u];
 #pragma unroll
                 for (uint32_t g = 0; g < VPP / 16u; ++g) {
-                    const uint32_t e = part * VPP + 16u * g; /* first latent value of the step */
-                    uint4 v0 = make_uint4(0u, 0u, 0u, 0u), v1 = v0;
-                    if (live) {
-                        uint4 w;
-                        if (vec_c) {
-                            w = kl__ld_shared_v4(raw + e);
-                        } else {
-                            uint32_t ww[4] = {0u, 0u, 0u, 0u};
-#pragma unroll
-                            for (uint32_t i = 0; i < 16u; ++i) ww[i >> 2] |= (uint32_t)graw[e + i] << (8u * (i & 3u));
-                            w = make_uint4(ww[0], ww[1], ww[2], ww[3]);
-                        }
-                        v0 = dequant8(w.x, w.y, scale);
-                        v1 = dequant8(w.z, w.w, scale);
-                    }
-                    kl__st_shared_v4(k_chunk(ktile, e / 64u, r, (e % 64u) / 8u), v0);
-                    kl__st_shared_v4(k_chunk(ktile, e / 64u, r, (e % 64u) / 8u + 1u), v1);
+                    bf[2u * g] = live ? dequant8(lat[g].x, lat[g].y, scale) : make_uint4(0u, 0u, 0u, 0u);
+                    bf[2u * g + 1u] = live ? dequant8(lat[g].z, lat[g].w, scale) : make_uint4(0u, 0u, 0u, 0u);
                 }
-                /* rope: chunks 2 part, 2 part + 1 of 8 */
 #pragma unroll
-                for (uint32_t c = 2u * part; c < 2u * part + 2u; ++c) {
-                    uint4 v = make_uint4(0u, 0u, 0u, 0u);
-                    if (live) {
-                        if (vec_c) {
-                            v = kl__ld_shared_v4(raw + ROPE_OFF + 16u * c);
-                        } else {
-                            uint32_t ww[4] = {0u, 0u, 0u, 0u};
-#pragma unroll
-                            for (uint32_t i = 0; i < 16u; ++i)
-                                ww[i >> 2] |= (uint32_t)graw[ROPE_OFF + 16u * c + i] << (8u * (i & 3u));
-                            v = make_uint4(ww[0], ww[1], ww[2], ww[3]);
-                        }
-                    }
-                    kl__st_shared_v4(k_chunk(ktile, NLAT, r, c), v);
+                for (uint32_t g = 0; g < VPP / 8u; ++g) { /* 8 latent values a chunk: value part * VPP + 8 g */
+                    const uint32_t e = part * VPP + 8u * g;
+                    kl__st_shared_v4(k_chunk(ktile, e / 64u, r, (e % 64u) / 8u), bf[g]);
                 }
+#pragma unroll
+                for (uint32_t c = 0; c < 2u; ++c) kl__st_shared_v4(k_chunk(ktile, NLAT, r, 2u * part + c), rope[c]);
                 kl__fence_proxy_async_shared(); /* these rows, to the tensor cores */
                 kl__mbar_arrive(mb(B_RAWEMPTY + slot));
                 if (h == 1u) {

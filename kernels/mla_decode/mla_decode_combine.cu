@@ -20,29 +20,34 @@
  * No split saw a position (M = -inf): zeros and -inf, as the attention
  * writes for such a row. fp32 throughout, one rounding to bf16.
  *
- * Grid (ceil(R / 8), batch), block 256: warp w takes row 8 x + w of
- * sequence y; lane j takes the splits j, j + 32, ... for the maximum and
- * the weights, then columns 4j .. 4j + 3 (+ 128 ...) of every split, 16
- * bytes a load. A sequence with one split exits at once. */
+ * Grid (ceil(R / 4) * DV / 64, batch), block 128: warp w of block x takes
+ * row 4 (x / (DV / 64)) + w and its 64 columns 64 (x % (DV / 64)) .. + 63
+ * of sequence y, lane j columns 2j, 2j + 1 of them (8-byte loads, coalesced
+ * over the warp); the lanes take the splits j, j + 32, ... for the maximum
+ * and the weights. So a batch of one long sequence split 130 ways still
+ * has R * DV / 64 warps reading its partials, not R. A sequence with one
+ * split exits at once. */
 
 #include "mla_decode_common.cuh"
 
 namespace mla_decode_combine_ {
 
 constexpr uint32_t DV = MLA_HDIM - 64;
-static_assert(DV % 128 == 0, "a lane takes 4 columns of each 128");
+constexpr uint32_t NCH = DV / 64; /* 64-column chunks of a row */
+static_assert(DV % 64 == 0, "a warp takes 64 columns");
+static_assert(KL_THREADS_mla_decode_combine == 128 && KL_THREADS_mla_decode_combine_pdl == 128, "4 warps, a row each");
 
 __device__ __forceinline__ void combine(const int32_t *sched, const float *workspace, __nv_bfloat16 *out, float *lse,
                                         uint32_t batch, uint32_t s_q, uint32_t h_q, uint32_t head_dim,
                                         uint32_t num_parts) {
-    if (head_dim != MLA_HDIM || blockDim.x != 256u) return; /* the launcher refuses these */
+    if (head_dim != MLA_HDIM || blockDim.x != 128u) return; /* the launcher refuses these */
     const uint32_t rows = s_q * h_q;
     if (!mla_decode__sched_ok(sched, batch, num_parts)) {
         mla_decode__poison_all(out, lse, batch, rows, DV);
         return;
     }
     const uint32_t b = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
-    const uint32_t r = blockIdx.x * 8u + warp;
+    const uint32_t r = (blockIdx.x / NCH) * 4u + warp, col = (blockIdx.x % NCH) * 64u + 2u * lane;
     const uint32_t n = (uint32_t)sched[mla_decode__splits_at(num_parts) + b];
     if (n <= 1u || r >= rows) return;
     const uint32_t slot0 = (uint32_t)sched[mla_decode__base_at(num_parts, batch) + b];
@@ -54,60 +59,51 @@ __device__ __forceinline__ void combine(const int32_t *sched, const float *works
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
 
     __nv_bfloat16 *orow = out + ((uint64_t)b * rows + r) * DV;
+    const bool last_chunk_lane0 = blockIdx.x % NCH == 0u && lane == 0u; /* writes the row's lse */
     if (m == -INFINITY) {
-        for (uint32_t c = lane; c < DV; c += 32u) orow[c] = __float2bfloat16_rn(0.0f);
-        if (lane == 0u) lse[(uint64_t)b * rows + r] = -INFINITY;
+        orow[col] = __float2bfloat16_rn(0.0f);
+        orow[col + 1u] = __float2bfloat16_rn(0.0f);
+        if (last_chunk_lane0) lse[(uint64_t)b * rows + r] = -INFINITY;
         return;
     }
-    /* 16-byte loads where the workspace is 16-byte aligned (rows are DV * 4
-     * bytes apart), 4-byte stores where out is 4-byte aligned (rows DV * 2). */
-    const bool vec_in = ((uintptr_t)workspace & 15u) == 0u, vec_out = ((uintptr_t)out & 3u) == 0u;
-    float acc[DV / 32];
-#pragma unroll
-    for (uint32_t i = 0; i < DV / 32; ++i) acc[i] = 0.0f;
-    float wsum = 0.0f;
-    for (uint32_t k = 0; k < n; ++k) {
-        const float l = *mla_decode__ws_lse(ws, num_parts, slot0 + k, rows, DV, r);
-        if (l == -INFINITY) continue;
-        const float w = expf(l - m);
-        wsum += w;
-        const float *o = mla_decode__ws_o(ws, slot0 + k, rows, DV, r);
-#pragma unroll
-        for (uint32_t i = 0; i < DV / 128; ++i) {
-            const uint32_t c = i * 128u + 4u * lane;
-            float4 v;
+    /* 8-byte loads where the workspace is 8-byte aligned (rows are DV * 4
+     * bytes apart, col is even), 4-byte stores where out is 4-byte aligned. */
+    const bool vec_in = ((uintptr_t)workspace & 7u) == 0u, vec_out = ((uintptr_t)out & 3u) == 0u;
+    float a0 = 0.0f, a1 = 0.0f, wsum = 0.0f;
+    for (uint32_t k0 = 0; k0 < n; k0 += 32u) {
+        /* this lane's split's weight, then each split's from its lane */
+        const uint32_t kl = k0 + lane;
+        const float lk = kl < n ? *mla_decode__ws_lse(ws, num_parts, slot0 + kl, rows, DV, r) : -INFINITY;
+        const float wk = lk == -INFINITY ? 0.0f : expf(lk - m);
+        wsum += wk;
+        const uint32_t cnt = n - k0 < 32u ? n - k0 : 32u;
+#pragma unroll 4
+        for (uint32_t j = 0; j < cnt; ++j) {
+            const float w = __shfl_sync(0xffffffffu, wk, j);
+            if (w == 0.0f) continue; /* a split that saw nothing: its row is zeros */
+            const float *o = mla_decode__ws_o(ws, slot0 + k0 + j, rows, DV, r) + col;
+            float2 v;
             if (vec_in) {
-                v = *reinterpret_cast<const float4 *>(o + c);
+                v = *reinterpret_cast<const float2 *>(o);
             } else {
-                v.x = o[c];
-                v.y = o[c + 1u];
-                v.z = o[c + 2u];
-                v.w = o[c + 3u];
+                v.x = o[0];
+                v.y = o[1];
             }
-            acc[4 * i] = fmaf(w, v.x, acc[4 * i]);
-            acc[4 * i + 1] = fmaf(w, v.y, acc[4 * i + 1]);
-            acc[4 * i + 2] = fmaf(w, v.z, acc[4 * i + 2]);
-            acc[4 * i + 3] = fmaf(w, v.w, acc[4 * i + 3]);
+            a0 = fmaf(w, v.x, a0);
+            a1 = fmaf(w, v.y, a1);
         }
     }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) wsum += __shfl_xor_sync(0xffffffffu, wsum, o);
     const float inv = 1.0f / wsum; /* wsum >= 1: the maximum's own weight */
-#pragma unroll
-    for (uint32_t i = 0; i < DV / 128; ++i) {
-        const uint32_t c = i * 128u + 4u * lane;
-        uint16_t h[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) h[e] = mla_decode__bf16_bits(acc[4 * i + e] * inv);
-        if (vec_out) {
-            uint32_t *o32 = reinterpret_cast<uint32_t *>(orow + c);
-            o32[0] = (uint32_t)h[0] | ((uint32_t)h[1] << 16);
-            o32[1] = (uint32_t)h[2] | ((uint32_t)h[3] << 16);
-        } else {
-            unsigned short *o16 = reinterpret_cast<unsigned short *>(orow + c);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) o16[e] = h[e];
-        }
+    const uint16_t h0 = mla_decode__bf16_bits(a0 * inv), h1 = mla_decode__bf16_bits(a1 * inv);
+    if (vec_out) {
+        *reinterpret_cast<uint32_t *>(orow + col) = (uint32_t)h0 | ((uint32_t)h1 << 16);
+    } else {
+        reinterpret_cast<unsigned short *>(orow)[col] = h0;
+        reinterpret_cast<unsigned short *>(orow)[col + 1u] = h1;
     }
-    if (lane == 0u) lse[(uint64_t)b * rows + r] = m + logf(wsum);
+    if (last_chunk_lane0) lse[(uint64_t)b * rows + r] = m + logf(wsum);
 }
 
 }  // namespace mla_decode_combine_

@@ -235,17 +235,37 @@ __device__ __forceinline__ void attention(const __nv_bfloat16 *q, const uint8_t 
                 const uint32_t raw = sbase + L::OFF_RAW + buf * RAWBUF + ld_key * TB;
                 const uint32_t dst = kbuf + ld_key * ROWB;
                 const bool valid = (mask >> (ld_key & 7u)) & 1u; /* key ld_key is this warp's */
-                for (uint32_t c = ld_c0; c < CH; c += 4u) {
+                /* Chunks ld_c0 + 4k: latent for k < DV / 32 (scale k / 4), rope after. All loads
+                 * first (each shared-memory access is an ordered asm statement: a load and its
+                 * use a chunk at a time would serialise them), then conversions and stores. */
+                constexpr uint32_t NK = CH / 4u, NKL = DV / 32u;
+                static_assert(CH % 4u == 0u && DV % 32u == 0u, "whole chunks a thread");
+                uint32_t lat[NKL][2];
+                uint4 rope[NK - NKL];
+                float sc[NKL / 4u];
+                if (valid) {
+#pragma unroll
+                    for (uint32_t k = 0; k < NKL; ++k) {
+                        const uint32_t c = ld_c0 + 4u * k;
+                        lat[k][0] = kl__ld_shared_u32(raw + c * 8u);
+                        lat[k][1] = kl__ld_shared_u32(raw + c * 8u + 4u);
+                    }
+#pragma unroll
+                    for (uint32_t k = NKL; k < NK; ++k) rope[k - NKL] = kl__ld_shared_v4(raw + ROPE_OFF + (ld_c0 + 4u * k - DV / 8u) * 16u);
+#pragma unroll
+                    for (uint32_t i = 0; i < NKL / 4u; ++i) sc[i] = kl__ld_shared_f32(raw + DV + 4u * i);
+                }
+#pragma unroll
+                for (uint32_t k = 0; k < NK; ++k) {
+                    const uint32_t c = ld_c0 + 4u * k;
                     uint4 v = make_uint4(0u, 0u, 0u, 0u);
                     if (valid) {
-                        if (c < DV / 8u) {
-                            const uint32_t w0 = kl__ld_shared_u32(raw + c * 8u), w1 = kl__ld_shared_u32(raw + c * 8u + 4u);
-                            const float sc = kl__ld_shared_f32(raw + DV + 4u * (c / 16u));
+                        if (k < NKL) {
                             uint32_t r[4];
-                            dequant8(w0, w1, sc, r);
+                            dequant8(lat[k][0], lat[k][1], sc[k / 4u], r);
                             v = make_uint4(r[0], r[1], r[2], r[3]);
                         } else {
-                            v = kl__ld_shared_v4(raw + ROPE_OFF + (c - DV / 8u) * 16u);
+                            v = rope[k - NKL];
                         }
                     }
                     kl__st_shared_v4(dst + ((c ^ (ld_key & 7u)) << 4), v);

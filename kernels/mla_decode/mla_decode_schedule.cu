@@ -13,72 +13,80 @@
 
 /* mla_decode_schedule: the work split of one decode step, from the lengths
  * on the device (klaunch/mla_decode_layout.h, THE SCHEDULE, is the rule and
- * the layout). One block of 512 threads:
- *   1. thread t sums the costs of a contiguous run of ceil(B / 512)
- *      sequences; a block scan of those sums gives each run its first
- *      offset, and the thread writes C_b for its run (64-bit: 2^24
- *      sequences of 2^25 tiles);
- *   2. the number of cuts inside each sequence's tiles (multiples of the
- *      part size between C_b + FIXED and C_{b+1}) gives its splits; a
+ * the layout). It runs once a step on the critical path of every layer's
+ * attention, so it is built for latency: one block of 512 threads, one
+ * global read (the lengths), two block scans, and stores.
+ *   1. thread t takes a contiguous run of ceil(B / 512) sequences (one at
+ *      a batch up to 512) and sums their costs; a block scan (warp
+ *      shuffles, one exchange of the 16 warp sums) gives each run its
+ *      first offset, so each thread knows C_b and C_{b+1} of its
+ *      sequences without reading anyone's stores;
+ *   2. the cuts inside a sequence's tiles are the multiples of the part
+ *      size between C_b + FIXED and C_{b+1}: their count is its splits, a
  *      second scan numbers the split sequences' workspace slots;
- *   3. thread t writes parts t, t + 512, ...: each cut by a binary search
- *      of C, the split index of its first piece in closed form.
- * The block's barriers order the global C writes before their reads
- * (__syncthreads orders global memory among the block's threads). */
+ *   3. the thread that holds the sequence containing cut X_p writes it
+ *      where it goes, as the begin of part p and the end of part p - 1
+ *      (no search: each cut is found by the sequence it falls in); cuts at
+ *      or past the end are part P's and the empty parts', written by thread
+ *      0. Each word of the schedule is written once. */
 
 #include "mla_decode_common.cuh"
 
 namespace mla_decode_schedule_ {
 
 constexpr uint32_t T = KL_THREADS_mla_decode_schedule;
+constexpr uint32_t WARPS = T / 32;
 constexpr uint64_t FIXED = KL_MLA_DECODE_SCHED_FIXED_COST;
+static_assert(T % 32 == 0 && WARPS <= 32, "the warp sums are scanned by one warp");
 
 __device__ __forceinline__ uint64_t cost(const int32_t *lengths, uint32_t b) {
     return (uint64_t)mla_decode__tiles(lengths[b]) + FIXED;
 }
 
-__device__ __forceinline__ uint64_t load_c(const int32_t *c, uint32_t b) {
-    return (uint64_t)(uint32_t)c[2u * b] | ((uint64_t)(uint32_t)c[2u * b + 1u] << 32);
-}
-
-/* Exclusive scan of v over the block's T threads; *total gets the sum. */
-__device__ __forceinline__ uint64_t block_scan(uint64_t v, uint64_t *buf, uint64_t *total) {
-    const uint32_t tid = threadIdx.x;
-    buf[tid] = v;
+/* Exclusive scan of v over the block; *total gets the sum. `warp_sums` holds
+ * WARPS entries; two barriers. */
+__device__ __forceinline__ uint64_t block_scan(uint64_t v, uint64_t *warp_sums, uint64_t *total) {
+    const uint32_t lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+    uint64_t incl = v;
+#pragma unroll
+    for (uint32_t d = 1; d < 32u; d <<= 1) {
+        const uint64_t up = __shfl_up_sync(0xffffffffu, incl, d);
+        if (lane >= d) incl += up;
+    }
+    if (lane == 31u) warp_sums[warp] = incl;
     __syncthreads();
-    for (uint32_t d = 1u; d < T; d <<= 1) {
-        const uint64_t add = tid >= d ? buf[tid - d] : 0u;
-        __syncthreads();
-        buf[tid] += add;
-        __syncthreads();
+    if (warp == 0u) {
+        uint64_t w = lane < WARPS ? warp_sums[lane] : 0u;
+#pragma unroll
+        for (uint32_t d = 1; d < 32u; d <<= 1) {
+            const uint64_t up = __shfl_up_sync(0xffffffffu, w, d);
+            if (lane >= d) w += up;
+        }
+        if (lane < WARPS) warp_sums[lane] = w; /* inclusive prefix of the warp sums */
     }
-    const uint64_t incl = buf[tid];
-    *total = buf[T - 1u];
-    __syncthreads(); /* buf is reused by the next scan */
-    return incl - v;
+    __syncthreads();
+    const uint64_t before = warp == 0u ? 0u : warp_sums[warp - 1u];
+    *total = warp_sums[WARPS - 1u];
+    __syncthreads(); /* warp_sums is reused by the next scan */
+    return before + incl - v;
 }
 
-/* Cut p (p = 0 .. P) as (sequence, tile): the last sequence b with C_b <= X
- * and the tile the cut falls before. (X < total: the search stays below B.) */
-__device__ __forceinline__ void cut(uint32_t p, uint32_t P, uint64_t per, uint64_t total, const int32_t *c,
-                                    uint32_t B, uint32_t *cb, uint32_t *ct) {
-    const uint64_t x = (uint64_t)p * per;
-    if (p >= P || x >= total) {
-        *cb = B;
-        *ct = 0u;
-        return;
+/* Writes cut p = (b, t) where it goes: the begin of part p (with its first
+ * piece's split) and the end of part p - 1. */
+__device__ __forceinline__ void put_cut(int32_t *sched, uint32_t P, uint32_t p, uint32_t b, uint32_t t,
+                                        uint32_t split0) {
+    if (p < P) {
+        int32_t *r = sched + mla_decode__part_at(p);
+        r[0] = (int32_t)b;
+        r[1] = (int32_t)t;
+        r[4] = (int32_t)split0;
+        r[5] = r[6] = r[7] = 0;
     }
-    uint32_t lo = 0u, hi = B - 1u; /* C_lo <= x < C_{hi + 1} */
-    while (lo < hi) {
-        const uint32_t mid = lo + (hi - lo + 1u) / 2u;
-        if (load_c(c, mid) <= x)
-            lo = mid;
-        else
-            hi = mid - 1u;
+    if (p > 0u) {
+        int32_t *r = sched + mla_decode__part_at(p - 1u);
+        r[2] = (int32_t)b;
+        r[3] = (int32_t)t;
     }
-    const uint64_t off = x - load_c(c, lo);
-    *cb = lo;
-    *ct = off <= FIXED ? 0u : (uint32_t)(off - FIXED);
 }
 
 }  // namespace mla_decode_schedule_
@@ -86,7 +94,7 @@ __device__ __forceinline__ void cut(uint32_t p, uint32_t P, uint64_t per, uint64
 extern "C" __global__ void __launch_bounds__(KL_THREADS_mla_decode_schedule)
 mla_decode_schedule(KL_PARAMS_mla_decode_schedule) {
     using namespace mla_decode_schedule_;
-    __shared__ uint64_t buf[T];
+    __shared__ uint64_t warp_sums[WARPS];
     /* A dependent launch (the _tma attention) may become resident now; it
      * still waits for this grid to complete before it reads the schedule. */
     kl__griddep_launch_dependents();
@@ -96,55 +104,66 @@ mla_decode_schedule(KL_PARAMS_mla_decode_schedule) {
     int32_t *base = sched + mla_decode__base_at(P, B);
     int32_t *c = sched + mla_decode__cost_at(P, B);
 
-    /* 1. C_b */
+    /* 1. C_b: this thread's run [b0, b1) */
     const uint32_t run = (B + T - 1u) / T;
     const uint32_t b0 = tid * run < B ? tid * run : B, b1 = b0 + run < B ? b0 + run : B;
-    uint64_t local = 0u;
-    for (uint32_t b = b0; b < b1; ++b) local += cost(lengths, b);
-    uint64_t total;
-    uint64_t at = block_scan(local, buf, &total);
+    uint64_t local = 0u, first_cost = 0u;
     for (uint32_t b = b0; b < b1; ++b) {
-        c[2u * b] = (int32_t)(uint32_t)at;
-        c[2u * b + 1u] = (int32_t)(uint32_t)(at >> 32);
-        at += cost(lengths, b);
+        const uint64_t k = cost(lengths, b);
+        if (b == b0) first_cost = k; /* the common case (a run of one) reads its length once */
+        local += k;
     }
-    __syncthreads();
+    uint64_t total;
+    const uint64_t at0 = block_scan(local, warp_sums, &total);
     const uint64_t per = (total + P - 1u) / P; /* total >= FIXED: per >= 1 */
 
     /* 2. splits and slots */
     uint64_t slots = 0u;
-    for (uint32_t b = b0; b < b1; ++b) {
-        const uint64_t lo = load_c(c, b) + FIXED, hi = (b + 1u < B ? load_c(c, b + 1u) : total) - 1u;
-        const uint32_t n = hi >= lo ? 1u + (uint32_t)(hi / per - lo / per) : 1u;
-        splits[b] = (int32_t)n;
-        slots += n > 1u ? n : 0u;
+    {
+        uint64_t at = at0;
+        for (uint32_t b = b0; b < b1; ++b) {
+            const uint64_t k = b == b0 ? first_cost : cost(lengths, b);
+            const uint64_t lo = at + FIXED, hi = at + k - 1u;
+            const uint32_t n = hi >= lo ? 1u + (uint32_t)(hi / per - lo / per) : 1u;
+            splits[b] = (int32_t)n;
+            c[2u * b] = (int32_t)(uint32_t)at;
+            c[2u * b + 1u] = (int32_t)(uint32_t)(at >> 32);
+            slots += n > 1u ? n : 0u;
+            at += k;
+        }
     }
     uint64_t used;
-    uint64_t slot = block_scan(slots, buf, &used);
-    for (uint32_t b = b0; b < b1; ++b) {
-        const uint32_t n = (uint32_t)splits[b];
-        base[b] = (int32_t)(uint32_t)slot;
-        slot += n > 1u ? n : 0u;
-    }
+    uint64_t slot = block_scan(slots, warp_sums, &used);
 
-    /* 3. parts */
-    for (uint32_t p = tid; p < P; p += T) {
-        uint32_t bs, bt, es, et;
-        cut(p, P, per, total, c, B, &bs, &bt);
-        cut(p + 1u, P, per, total, c, B, &es, &et);
-        uint32_t split0 = 0u;
-        if (bt > 0u) split0 = (uint32_t)((uint64_t)p - (load_c(c, bs) + FIXED) / per);
-        int32_t *r = sched + mla_decode__part_at(p);
-        r[0] = (int32_t)bs;
-        r[1] = (int32_t)bt;
-        r[2] = (int32_t)es;
-        r[3] = (int32_t)et;
-        r[4] = (int32_t)split0;
-        r[5] = r[6] = r[7] = 0;
+    /* 3. base slots, and the cuts that fall in this thread's sequences */
+    {
+        uint64_t at = at0;
+        for (uint32_t b = b0; b < b1; ++b) {
+            const uint64_t k = b == b0 ? first_cost : cost(lengths, b);
+            const uint32_t n = (uint32_t)splits[b]; /* this thread's own store */
+            base[b] = (int32_t)(uint32_t)slot;
+            slot += n > 1u ? n : 0u;
+            /* cuts X_p = p * per in [at, at + k) */
+            const uint64_t pf = (at + per - 1u) / per, pl = (at + k - 1u) / per;
+            const uint64_t first_inside = (at + FIXED) / per; /* the split index of cut p is p - this */
+            for (uint64_t p = pf; p <= pl && p < P; ++p) {
+                const uint64_t off = p * per - at;
+                const uint32_t t = off <= FIXED ? 0u : (uint32_t)(off - FIXED);
+                put_cut(sched, P, (uint32_t)p, b, t, t > 0u ? (uint32_t)(p - first_inside) : 0u);
+            }
+            at += k;
+        }
     }
-    if (tid < KL_MLA_DECODE_SCHED_HEADER_WORDS) {
-        const int32_t head[6] = {KL_MLA_DECODE_SCHED_MAGIC, (int32_t)B, (int32_t)P, (int32_t)(uint32_t)used,
-                                 (int32_t)(uint32_t)total, (int32_t)(uint32_t)(total >> 32)};
-        sched[tid] = tid < 6u ? head[tid] : 0;
+    /* cuts at or past the end: (B, 0), from the first multiple of per >= total through P */
+    if (tid == 0u) {
+        const uint64_t pe = (total + per - 1u) / per;
+        for (uint64_t p = pe < P ? pe : P; p <= P; ++p) put_cut(sched, P, (uint32_t)p, B, 0u, 0u);
+        sched[0] = KL_MLA_DECODE_SCHED_MAGIC;
+        sched[1] = (int32_t)B;
+        sched[2] = (int32_t)P;
+        sched[3] = (int32_t)(uint32_t)used;
+        sched[4] = (int32_t)(uint32_t)total;
+        sched[5] = (int32_t)(uint32_t)(total >> 32);
     }
+    if (tid >= 6u && tid < KL_MLA_DECODE_SCHED_HEADER_WORDS) sched[tid] = 0;
 }

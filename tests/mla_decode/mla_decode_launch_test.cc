@@ -193,9 +193,9 @@ TEST(MlaDecodeLaunch, CombineGridAndProgrammaticLaunch) {
             << kl_last_error_message();
     ASSERT_EQ(2u, h.rb.count);
     for (int i = 0; i < 2; ++i) {
-        EXPECT_EQ(6u, h.recs[i].grid[0]);  // ceil(48 rows / 8)
-        EXPECT_EQ(5u, h.recs[i].grid[1]);  // batch
-        EXPECT_EQ(256u, h.recs[i].block[0]);
+        EXPECT_EQ(12u * 4u, h.recs[i].grid[0]);  // ceil(48 rows / 4) x 4 chunks of 64 columns (kv_lora 256)
+        EXPECT_EQ(5u, h.recs[i].grid[1]);        // batch
+        EXPECT_EQ(128u, h.recs[i].block[0]);
         EXPECT_EQ(7u, arg_at<uint32_t>(h.recs[i], 48)); // num_parts is a kernel argument here
     }
     EXPECT_EQ(0u, h.recs[0].attribute_flags);
