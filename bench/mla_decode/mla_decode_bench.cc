@@ -39,6 +39,9 @@
 //              back to back between the events, time / 20) and _graph (20
 //              replays of CUDA graphs that each captured one step on one
 //              input set, time / 20)
+//   parts_<shape>_{sched,attn,combine}_*  (D 576, every shape): the three
+//              kernels of a step each alone between events: where the
+//              step's time goes
 //   sched_*, combine_*, sched_combine_* (and _pair)
 //              at the mem shape (batch 128): the schedule alone, the
 //              combine alone (after the launcher's steps have filled the
@@ -779,6 +782,27 @@ void bench_sched_combine(const std::string &suffix, const Inputs &in, Runner &r)
     row(npair, p_us, "schedule then combine between one pair of events");
 }
 
+// Where a step's time goes, at one shape: the schedule, the attention and
+// the combine each alone between events (the attention after one schedule
+// run: the schedule and workspace stay valid for it), rows
+// parts_<shape>_{sched,attn,combine}_<launcher>_<D>.
+void bench_parts(const std::string &shape, const std::string &suffix, const Inputs &in, Runner &r) {
+    const std::string base = "parts_" + shape + "_";
+    if (!(want(base + "sched_" + suffix) || want(base + "attn_" + suffix) || want(base + "combine_" + suffix))) return;
+    const std::string what = describe(in, r);
+    r.step(0, g_stream);
+    const double s_us = median_us([&](int) { r.schedule(g_stream); }, g_runs, kWarmup, g_stream);
+    const double a_us = median_us([&](int run) { r.attention(static_cast<size_t>(run) % in.nsets, g_stream); }, g_runs,
+                                  kWarmup, g_stream);
+    const double c_us = median_us([&](int) { r.combine(g_stream); }, g_runs, kWarmup, g_stream);
+    report(Row{base + "sched_" + suffix, "parts", attn_name(r.a), what + "; mla_decode_schedule alone", in.D, s_us, 0,
+               0, 0, 0});
+    report(Row{base + "attn_" + suffix, "parts", attn_name(r.a), what + "; the attention alone", in.D, a_us,
+               in.io_bytes(), in.kv_bytes(), in.flops(), static_cast<double>(in.tokens)});
+    report(Row{base + "combine_" + suffix, "parts", attn_name(r.a), what + "; the combine alone", in.D, c_us, 0, 0,
+               0, 0});
+}
+
 std::vector<Shape> g_shapes;
 
 // The lengths' generator, the same in torch_baselines.py and flashinfer_mla.py
@@ -823,10 +847,13 @@ void bench_shapes() {
                     bool any = want(base);
                     if (sh.name == "short")
                         any = want(base + "_step") || want(base + "_b2b") || want(base + "_graph");
-                    if (sh.name == "mem" && !fp8) {
-                        const std::string suf = std::string(attn_name(a)) + "_" + std::to_string(v.D);
+                    const std::string suf = std::string(attn_name(a)) + "_" + std::to_string(v.D);
+                    if (sh.name == "mem" && !fp8)
                         any = any || want("sched_" + suf) || want("combine_" + suf) ||
                               want("sched_combine_" + suf) || want("sched_combine_pair_" + suf);
+                    if (v.D == 576) {
+                        const std::string pb = "parts_" + sh.name + "_";
+                        any = any || want(pb + "sched_" + suf) || want(pb + "attn_" + suf) || want(pb + "combine_" + suf);
                     }
                     if (any) todo.push_back(a);
                 }
@@ -842,6 +869,7 @@ void bench_shapes() {
                     Runner r(in, v, a);
                     const std::string suf = std::string(attn_name(a)) + "_" + std::to_string(v.D);
                     const std::string base = sh.name + "_" + suf;
+                    if (v.D == 576) bench_parts(sh.name, suf, in, r);
                     if (sh.name == "short") {
                         bench_short(base, in, r);
                         continue;

@@ -125,6 +125,7 @@ def run_python(all_cases):
 
 C_PROLOGUE = r"""
 #define KLAUNCH_IMPLEMENTATION
+#include "klaunch/mla_decode.h"
 #include "klaunch/mla_prefill.h"
 #include "klaunch/paged_decode.h"
 #include "klaunch/record_backend.h"

@@ -16,10 +16,11 @@ import sys
 import junit_unittest
 
 import klaunch
+import klaunch_mla_decode
 import klaunch_mla_prefill
 import klaunch_paged_decode
 
-FAMILIES = (klaunch_paged_decode, klaunch_mla_prefill)
+FAMILIES = (klaunch_paged_decode, klaunch_mla_prefill, klaunch_mla_decode)
 
 # Spec element -> (__cuda_array_interface__ typestr or None, DLPack (code, bits), bytes)
 ELEMENTS = {
@@ -260,7 +261,19 @@ def _satisfy(launcher, args, constants, rng):
         a["cache_stride"] = a["block_size"] * a["num_kv_heads"] * a["head_dim"] + rng.choice([0, 16])
     if "num_splits" in a and a["num_splits"] == 0:
         a["num_splits"] = rng.choice([1, 3])
-    if "workspace_bytes" in a:
+    if "sched_words" in a:  # mla_decode: the schedule's and the workspace's sizes (klaunch/mla_decode_layout.h)
+        put("batch", rng.choice([1, 3, 128]))
+        put("num_parts", rng.choice([1, 7, 132]))
+        for name, choices in (("s_q", [1, 2, 8]), ("h_q", [8, 16, 128]), ("max_blocks_per_seq", [1, 5]),
+                              ("num_blocks", [1, 40])):
+            put(name, rng.choice(choices))
+        if "page_size" in a:
+            put("page_size", rng.choice([64, 128]) if any(p.kind == "tensor_map" for p in launcher.params)
+                else rng.choice([1, 16, 64]))
+        a["sched_words"] = 16 + 8 * a["num_parts"] + 4 * a["batch"] + rng.choice([0, 8])
+        if "workspace_bytes" in a:
+            a["workspace_bytes"] = 8 * a["num_parts"] * a["s_q"] * a["h_q"] * (a["head_dim"] - 63) + rng.choice([0, 64])
+    elif "workspace_bytes" in a:
         need = 4 * a["num_seqs"] * a.get("num_splits", 1) * a["num_q_heads"] * (a["head_dim"] + 2)
         if "num_ctas" in a:
             a["num_ctas"] = rng.choice([1, 7, 132])
@@ -275,4 +288,4 @@ def main():
     junit_unittest.main()
 
 
-__all__ = ["klaunch", "klaunch_paged_decode", "klaunch_mla_prefill", "FAMILIES", "sys", "os"]
+__all__ = ["klaunch", "klaunch_paged_decode", "klaunch_mla_prefill", "klaunch_mla_decode", "FAMILIES", "sys", "os"]
