@@ -69,27 +69,31 @@ constexpr uint32_t TB = MLA_FP8_TOKEN_BYTES;
 constexpr uint32_t NSLAB = D / 64;        /* 128-byte slabs of a key row: DV / 64 latent, 1 rope */
 constexpr uint32_t NLAT = DV / 64;
 constexpr uint32_t NR = 16;               /* query rows a block: the N of every product */
-constexpr uint32_t BN = 64, HB = 32;      /* keys a tile; tokens a raw copy */
+constexpr uint32_t BN = 64;               /* keys a tile */
+constexpr uint32_t CT = 4, CB = BN / CT;  /* raw copies a tile, tokens a copy */
+constexpr uint32_t NRAW = 4;              /* raw slots: NRAW - 1 copies in flight while one is converted */
+constexpr uint32_t TPT = 128 / CB;        /* dequantising threads a token */
 constexpr uint32_t THREADS = 256;
 constexpr uint32_t SLAB = 64 * 128;       /* 64 key rows of one slab */
 constexpr uint32_t TILE = NSLAB * SLAB;
 constexpr uint32_t QSLAB = NR * 128;      /* 16 rows of one slab */
-constexpr uint32_t RAW = HB * TB;
+constexpr uint32_t RAW = CB * TB;
 constexpr uint32_t ROPE_OFF = (DV + DV / 32u + 15u) & ~15u; /* kl_mla_decode_fp8_rope_offset */
-constexpr uint32_t VPP = DV / 4;          /* latent values a dequantising thread takes of its token */
+constexpr uint32_t VPP = DV / TPT;        /* latent values a dequantising thread takes of its token */
+constexpr uint32_t RPT = 8 / TPT;         /* rope chunks (of 8) a dequantising thread copies */
 
 constexpr uint32_t OFF_K = 0;                           /* 2 stages */
 constexpr uint32_t OFF_Q = OFF_K + 2 * TILE;
 constexpr uint32_t OFF_P = OFF_Q + NSLAB * QSLAB;       /* P^T: 16 rows x 64 keys */
-constexpr uint32_t OFF_RAW = OFF_P + QSLAB;             /* 2 slots */
-constexpr uint32_t OFF_MAX = OFF_RAW + 2 * RAW;         /* float [4 warps][16 rows] */
+constexpr uint32_t OFF_RAW = OFF_P + QSLAB;             /* NRAW slots */
+constexpr uint32_t OFF_MAX = OFF_RAW + NRAW * RAW;      /* float [4 warps][16 rows] */
 constexpr uint32_t OFF_SUM = OFF_MAX + 256u;            /* float [4 warps][16 rows] */
 constexpr uint32_t OFF_BAR = OFF_SUM + 256u;
 constexpr uint32_t SMEM = OFF_BAR + 256u;
 
 static_assert(TB % 16 == 0 && ROPE_OFF + 128u == TB, "an fp8 token: latent, scales, padding to 16 bytes, rope");
-static_assert(VPP % 64 == 0 || VPP == 64, "a dequantising thread's latent values are whole slabs");
-static_assert((VPP == 128 && DV == 512) || (VPP == 64 && DV == 256), "one scale block, or half of one, a thread");
+static_assert(VPP % 16 == 0 && 128 % VPP == 0 && RPT >= 1, "a thread's latent values: whole 16-byte groups within one scale block");
+static_assert(NRAW * CB == 2 * 32, "the raw slots: the bytes of two 32-token copies");
 static_assert(THREADS == KL_THREADS_mla_decode_attn_fp8_tma, "a compute warpgroup and a producer");
 static_assert(SMEM + 1024 == KL_SHARED_BYTES_mla_decode_attn_fp8_tma,
               "the spec's shared_bytes: the layout above and 1 KiB to align it");
@@ -100,11 +104,11 @@ static_assert(OFF_Q % 1024 == 0 && OFF_P % 1024 == 0 && QSLAB % 1024 == 0, "the 
 enum : uint32_t {
     B_QFULL = 0,     /* count 1 + the Q boxes' bytes */
     B_QEMPTY = 1,    /* count 4: an elected lane of each compute warp, after the piece's last S */
-    B_RAWFULL = 2,   /* [2] count 1 + the copy's bytes */
-    B_RAWEMPTY = 4,  /* [2] count 128: every dequantising thread */
-    B_KFULL = 6,     /* [2] count 128: every dequantising thread, after both halves */
-    B_KEMPTY = 8,    /* [2] count 4: an elected lane of each compute warp, after the tile's P V */
-    B_COUNT = 10
+    B_RAWFULL = 2,   /* [NRAW] count 1 + the copy's bytes */
+    B_RAWEMPTY = 6,  /* [NRAW] count 128: every dequantising thread */
+    B_KFULL = 10,    /* [2] count 128: every dequantising thread, after the tile's last copy */
+    B_KEMPTY = 12,   /* [2] count 4: an elected lane of each compute warp, after the tile's P V */
+    B_COUNT = 14
 };
 static_assert(B_COUNT * 8 <= 256, "the mbarriers fit their bytes");
 enum : uint32_t { NB_MAX = 1, NB_P = 2, NB_SUM = 3 }; /* named barriers of the compute warpgroup (128) */
@@ -182,9 +186,11 @@ mla_decode_attn_fp8_tma(KL_PARAMS_mla_decode_attn_fp8_tma) {
     if (tid == 0u) {
         kl__mbar_init(mb(B_QFULL), 1u);
         kl__mbar_init(mb(B_QEMPTY), 4u);
-        for (uint32_t i = 0; i < 2u; ++i) {
+        for (uint32_t i = 0; i < NRAW; ++i) {
             kl__mbar_init(mb(B_RAWFULL + i), 1u);
             kl__mbar_init(mb(B_RAWEMPTY + i), 128u);
+        }
+        for (uint32_t i = 0; i < 2u; ++i) {
             kl__mbar_init(mb(B_KFULL + i), 128u);
             kl__mbar_init(mb(B_KEMPTY + i), 4u);
         }
@@ -196,29 +202,31 @@ mla_decode_attn_fp8_tma(KL_PARAMS_mla_decode_attn_fp8_tma) {
     if (wg == 1u) {
         /* ---- producer: copies (thread 0 of the warpgroup) and dequantisation (all) ---- */
         const bool issuer = tw == 0u;
-        const uint32_t tok = tw >> 2, part = tw & 3u; /* this thread's token of 32, and its quarter of it */
+        const uint32_t tok = tw / TPT, part = tw % TPT; /* this thread's token of a copy, and its part of it */
         if (issuer) kl__prefetch_tensormap(&q_map);
-        uint32_t n = 0, kt = 0, hx = 0; /* pieces with tiles, tiles, raw halves: this block's so far */
+        uint32_t n = 0, kt = 0, cx = 0; /* pieces with tiles, tiles, raw copies: this block's so far */
         for (uint32_t b = pt.bs; mla_decode__piece_at(pt, b, sched, lengths, batch, num_parts, max_len, pc); ++b) {
             const uint32_t ntiles = pc.t1 - pc.t0;
             if (ntiles == 0u) continue;
             const int32_t *table_row = block_table + (uint64_t)b * max_blocks_per_seq;
-            const uint32_t nh = 2u * ntiles;
-            /* Half x of the piece: 32 tokens from kb_x = (t0 + x / 2) * 64 + 32 (x % 2); its copy
-             * moves the tokens below the length of a page in the table's range. */
-            auto half_tokens = [&](uint32_t x, int32_t *page) -> uint32_t {
-                const uint32_t kb = (pc.t0 + x / 2u) * BN + HB * (x & 1u);
-                *page = tile_page(table_row, kb - HB * (x & 1u), page_size, num_blocks);
-                return (*page >= 0 && kb < pc.len) ? min(HB, pc.len - kb) : 0u;
+            const uint32_t nc = CT * ntiles;
+            /* Copy x of the piece: CB tokens from (t0 + x / CT) * 64 + CB (x % CT); it moves
+             * the tokens below the length of a page in the table's range. */
+            auto copy_tokens = [&](uint32_t x, int32_t *page, uint32_t *kb) -> uint32_t {
+                const uint32_t tb = (pc.t0 + x / CT) * BN;
+                *kb = tb + CB * (x % CT);
+                *page = tile_page(table_row, tb, page_size, num_blocks);
+                return (*page >= 0 && *kb < pc.len) ? min(CB, pc.len - *kb) : 0u;
             };
-            auto issue = [&](uint32_t x, uint32_t gx) { /* piece half x, the block's half gx */
-                const uint32_t slot = gx & 1u;
+            auto issue = [&](uint32_t x, uint32_t gx) { /* piece copy x, the block's copy gx */
+                const uint32_t slot = gx % NRAW;
+                if (gx >= NRAW) kl__mbar_wait(mb(B_RAWEMPTY + slot), ((gx - NRAW) / NRAW) & 1u); /* its last use */
                 int32_t page;
-                const uint32_t ntok = half_tokens(x, &page);
+                uint32_t kb;
+                const uint32_t ntok = copy_tokens(x, &page, &kb);
                 const uint32_t bytes = vec_c ? ntok * TB : 0u;
                 kl__mbar_arrive_expect_tx(mb(B_RAWFULL + slot), bytes);
                 if (bytes > 0u) {
-                    const uint32_t kb = (pc.t0 + x / 2u) * BN + HB * (x & 1u);
                     const uint8_t *src = kv_cache + ((uint64_t)(uint32_t)page * page_size + kb % page_size) * TB;
                     kl__bulk_load(sbase + OFF_RAW + slot * RAW, src, bytes, mb(B_RAWFULL + slot));
                 }
@@ -230,34 +238,33 @@ mla_decode_attn_fp8_tma(KL_PARAMS_mla_decode_attn_fp8_tma) {
                 for (uint32_t sl = 0; sl < NSLAB; ++sl)
                     kl__tma_load_3d(sbase + OFF_Q + sl * QSLAB, &q_map, (int32_t)(64u * sl), (int32_t)row0,
                                     (int32_t)b, mb(B_QFULL));
-                /* the first two halves; their slots were released by the last piece's last two */
-                for (uint32_t x = 0; x < 2u && x < nh; ++x) {
-                    if (hx + x >= 2u) kl__mbar_wait(mb(B_RAWEMPTY + ((hx + x) & 1u)), ((hx + x - 2u) >> 1) & 1u);
-                    issue(x, hx + x);
-                }
+                /* the first NRAW - 1 copies; the last one's slot frees as this thread converts */
+                for (uint32_t x = 0; x + 1u < NRAW && x < nc; ++x) issue(x, cx + x);
             }
-            for (uint32_t x = 0; x < nh; ++x, ++hx) {
-                const uint32_t slot = hx & 1u, h = x & 1u, st = kt & 1u;
+            for (uint32_t x = 0; x < nc; ++x, ++cx) {
+                const uint32_t slot = cx % NRAW, h = x % CT, st = kt & 1u;
                 if (h == 0u && kt >= 2u) kl__mbar_wait(mb(B_KEMPTY + st), ((kt - 2u) >> 1) & 1u);
-                kl__mbar_wait(mb(B_RAWFULL + slot), (hx >> 1) & 1u);
+                /* keep NRAW - 1 copies ahead of the one converted now */
+                if (issuer && x + NRAW - 1u < nc) issue(x + NRAW - 1u, cx + NRAW - 1u);
+                kl__mbar_wait(mb(B_RAWFULL + slot), (cx / NRAW) & 1u);
                 int32_t page;
-                const uint32_t ntok = half_tokens(x, &page);
+                uint32_t kb;
+                const uint32_t ntok = copy_tokens(x, &page, &kb);
                 const bool live = tok < ntok;
-                const uint32_t kb = (pc.t0 + x / 2u) * BN + HB * h;
                 const uint32_t raw = sbase + OFF_RAW + slot * RAW + tok * TB;
                 const uint8_t *graw = live ? kv_cache + ((uint64_t)(uint32_t)page * page_size + kb % page_size + tok) * TB
                                            : nullptr;
-                const uint32_t ktile = sbase + OFF_K + st * TILE, r = HB * h + tok;
+                const uint32_t ktile = sbase + OFF_K + st * TILE, r = CB * h + tok;
                 /* This thread's bytes first, all loads in flight together (each shared-memory
                  * access is an ordered asm statement: a load, then its use, a group at a time
                  * would serialise them), then the conversions, then the stores. */
-                uint4 lat[VPP / 16u], rope[2];
+                uint4 lat[VPP / 16u], rope[RPT];
                 float scale = 0.0f;
                 if (live && vec_c) {
 #pragma unroll
                     for (uint32_t g = 0; g < VPP / 16u; ++g) lat[g] = kl__ld_shared_v4(raw + part * VPP + 16u * g);
 #pragma unroll
-                    for (uint32_t c = 0; c < 2u; ++c) rope[c] = kl__ld_shared_v4(raw + ROPE_OFF + 16u * (2u * part + c));
+                    for (uint32_t c = 0; c < RPT; ++c) rope[c] = kl__ld_shared_v4(raw + ROPE_OFF + 16u * (RPT * part + c));
                     scale = kl__ld_shared_f32(raw + DV + 4u * (part * VPP / 128u));
                 } else if (live) { /* a cache off 16-byte alignment: byte loads from global memory */
                     auto load16 = [](const uint8_t *src) {
@@ -269,14 +276,15 @@ mla_decode_attn_fp8_tma(KL_PARAMS_mla_decode_attn_fp8_tma) {
 #pragma unroll
                     for (uint32_t g = 0; g < VPP / 16u; ++g) lat[g] = load16(graw + part * VPP + 16u * g);
 #pragma unroll
-                    for (uint32_t c = 0; c < 2u; ++c) rope[c] = load16(graw + ROPE_OFF + 16u * (2u * part + c));
+                    for (uint32_t c = 0; c < RPT; ++c) rope[c] = load16(graw + ROPE_OFF + 16u * (RPT * part + c));
                     const uint8_t *sp = graw + DV + 4u * (part * VPP / 128u);
                     scale = __uint_as_float((uint32_t)sp[0] | ((uint32_t)sp[1] << 8) | ((uint32_t)sp[2] << 16) |
                                             ((uint32_t)sp[3] << 24));
                 } else {
 #pragma unroll
                     for (uint32_t g = 0; g < VPP / 16u; ++g) lat[g] = make_uint4(0u, 0u, 0u, 0u);
-                    rope[0] = rope[1] = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+                    for (uint32_t c = 0; c < RPT; ++c) rope[c] = make_uint4(0u, 0u, 0u, 0u);
                 }
                 uint4 bf[VPP / 8u];
 #pragma unroll
@@ -290,16 +298,12 @@ mla_decode_attn_fp8_tma(KL_PARAMS_mla_decode_attn_fp8_tma) {
                     kl__st_shared_v4(k_chunk(ktile, e / 64u, r, (e % 64u) / 8u), bf[g]);
                 }
 #pragma unroll
-                for (uint32_t c = 0; c < 2u; ++c) kl__st_shared_v4(k_chunk(ktile, NLAT, r, 2u * part + c), rope[c]);
+                for (uint32_t c = 0; c < RPT; ++c) kl__st_shared_v4(k_chunk(ktile, NLAT, r, RPT * part + c), rope[c]);
                 kl__fence_proxy_async_shared(); /* these rows, to the tensor cores */
                 kl__mbar_arrive(mb(B_RAWEMPTY + slot));
-                if (h == 1u) {
+                if (h == CT - 1u) {
                     kl__mbar_arrive(mb(B_KFULL + st));
                     ++kt;
-                }
-                if (issuer && x + 2u < nh) {
-                    kl__mbar_wait(mb(B_RAWEMPTY + slot), (hx >> 1) & 1u); /* everyone is done with this slot */
-                    issue(x + 2u, hx + 2u);
                 }
             }
             ++n;

@@ -77,20 +77,31 @@ __device__ __forceinline__ void combine(const int32_t *sched, const float *works
         const float wk = lk == -INFINITY ? 0.0f : expf(lk - m);
         wsum += wk;
         const uint32_t cnt = n - k0 < 32u ? n - k0 : 32u;
-#pragma unroll 4
-        for (uint32_t j = 0; j < cnt; ++j) {
-            const float w = __shfl_sync(0xffffffffu, wk, j);
-            if (w == 0.0f) continue; /* a split that saw nothing: its row is zeros */
-            const float *o = mla_decode__ws_o(ws, slot0 + k0 + j, rows, DV, r) + col;
-            float2 v;
-            if (vec_in) {
-                v = *reinterpret_cast<const float2 *>(o);
-            } else {
-                v.x = o[0];
-                v.y = o[1];
+        /* 8 splits' loads in flight at a time (a split's row is a dependent load
+         * after its weight; one at a time, 130 splits would be 130 latencies) */
+        for (uint32_t j0 = 0; j0 < cnt; j0 += 8u) {
+            float w[8];
+            float2 v[8];
+#pragma unroll
+            for (uint32_t j = 0; j < 8u; ++j) {
+                w[j] = __shfl_sync(0xffffffffu, wk, (j0 + j) & 31u);
+                v[j] = make_float2(0.0f, 0.0f);
+                if (j0 + j < cnt && w[j] != 0.0f) { /* a split that saw nothing: its row is zeros */
+                    const float *o = mla_decode__ws_o(ws, slot0 + k0 + j0 + j, rows, DV, r) + col;
+                    if (vec_in) {
+                        v[j] = *reinterpret_cast<const float2 *>(o);
+                    } else {
+                        v[j].x = o[0];
+                        v[j].y = o[1];
+                    }
+                }
             }
-            a0 = fmaf(w, v.x, a0);
-            a1 = fmaf(w, v.y, a1);
+#pragma unroll
+            for (uint32_t j = 0; j < 8u; ++j) {
+                if (j0 + j >= cnt) break;
+                a0 = fmaf(w[j], v[j].x, a0);
+                a1 = fmaf(w[j], v[j].y, a1);
+            }
         }
     }
 #pragma unroll
