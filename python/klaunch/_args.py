@@ -5,10 +5,10 @@ A pointer parameter takes a tensor: a torch.Tensor (read directly), or any
 object with __cuda_array_interface__ (versions 2 and 3: CuPy, Numba, ...)
 or __dlpack__ (versioned or not: JAX, CuPy, ...). Its address goes to C;
 before that its element type must be the one the spec names (ELEMENTS),
-its memory on the launch's device, its strides the parameter's layout, and
-a tensor the kernel writes through must not be read-only. A scalar takes a
-Python int (u32, u64, i32: in range), float (f32: in float's range) or
-bool. Each refusal is a klaunch.Error whose message reads like the C
+its address a multiple of that element's size, its memory on the launch's
+device, its strides the parameter's layout, and a tensor the kernel writes
+through must not be read-only. A scalar takes a Python int (u32, u64, i32:
+in range), float (f32: in float's range) or bool. Each refusal is a klaunch.Error whose message reads like the C
 launchers': 'STATUS: kl_X: parameter ... [spec:line:col]'.
 
 CONVERTERS maps each spec kind to its converter (pointers and tensor maps
@@ -37,6 +37,7 @@ ELEMENTS = {
     "u8": ("uint8", (1, 8), ("|u1", "<u1"), 1),
     "void": None,
 }
+CAI_VERSIONS = (2, 3)  # the __cuda_array_interface__ versions read (3 adds "stream")
 _BY_DLPACK = {v[1]: k for k, v in ELEMENTS.items() if v}
 _BY_TYPESTR = {t: k for k, v in ELEMENTS.items() if v for t in v[2]}
 _DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
@@ -192,7 +193,7 @@ def _describe_cai(obj, cai, site):
         shape = _ints(cai["shape"])
         typestr = cai["typestr"]
         address, readonly = cai["data"]
-        version = cai.get("version", 2)
+        version = cai["version"]  # required by every version of the interface (Numba's and CuPy's docs)
         if type(version) is not int:
             version = operator.index(version)
         strides = cai.get("strides")
@@ -202,6 +203,9 @@ def _describe_cai(obj, cai, site):
         raise malformed("no %s" % e)
     except (TypeError, ValueError) as e:
         raise malformed("%s: %s" % (type(e).__name__, e))
+    if version not in CAI_VERSIONS:
+        raise site.fail(E.ArgumentTypeError, "has __cuda_array_interface__ version %d; klaunch reads versions %s"
+                        % (version, " and ".join(map(str, CAI_VERSIONS))))
     if address is None:
         address = 0
     if type(address) is not int or not 0 <= address < (1 << 64):
@@ -274,6 +278,9 @@ def _describe_dlpack(obj, site, stream):
     kind = t.device.device_type
     device_type = _DL_DEVICE_NAMES.get(kind, "DLPack device type %d" % kind)
     address = (t.data or 0) + t.byte_offset
+    if address >= 1 << 64:
+        raise site.fail(E.ArgumentTypeError, "has a malformed DLPack tensor: data 0x%x + byte_offset %d = 0x%x wraps "
+                        "past 2^64" % (t.data or 0, t.byte_offset, address))
     return Tensor(address, elem, text, device_type, t.device.device_id, shape, strides,
                   bool(flags & _DLPACK_READ_ONLY), "DLPack")
 
@@ -336,13 +343,15 @@ def layout_problem(t, layout):
 class PointerArg:
     """The converter of one pointer parameter."""
 
-    __slots__ = ("site", "element", "const", "layout", "spec_type")
+    __slots__ = ("site", "element", "const", "layout", "spec_type", "align")
 
     def __init__(self, site, element, const, layout, spec_type):
         self.site, self.element, self.const, self.layout, self.spec_type = site, element, const, layout, spec_type
+        e = ELEMENTS.get(element)
+        self.align = e[3] if e else 1  # the address is a multiple of the element's bytes; void: any
 
     def check(self, t):
-        """Element type, layout and writability of Tensor t."""
+        """Element type, address alignment, layout and writability of Tensor t."""
         elem = self.element
         if elem != "void" and t.element != elem:
             hint = ""
@@ -352,6 +361,10 @@ class PointerArg:
                 hint = ": __cuda_array_interface__ has no %s type; pass it through DLPack or as a torch tensor" % elem
             raise self.site.fail(E.DtypeError, "(%s) %s; the kernel reads %s%s"
                                  % (self.spec_type, t.dtype_text, element_text(elem), hint))
+        if t.address % self.align:
+            raise self.site.fail(E.AlignmentError, "(%s) is at 0x%x, not %d-byte aligned: its %s elements are %d bytes "
+                                 "(address from %s)" % (self.spec_type, t.address, self.align, elem, self.align,
+                                                        t.source))
         if self.layout != "any":
             problem = layout_problem(t, self.layout)
             if problem:

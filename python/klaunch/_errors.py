@@ -11,9 +11,9 @@ Every class derives from klaunch.Error and carries .status (the name),
 .code (the enum value), .description (kl_status_string) and .message (the
 full message, e.g. kl_last_error_message(); also str(error)). A few also
 derive from the built-in exception of the same meaning (BUILTIN_BASES).
-The checks only Python can make (element type, device, layout, writability,
-Python argument types) raise subclasses of InvalidArgumentError and
-NullPointerError (PYTHON_CHECKS).
+The checks only Python can make (element type, address alignment, device,
+layout, writability, Python argument types) raise subclasses of
+InvalidArgumentError and NullPointerError (PYTHON_CHECKS).
 """
 
 import os
@@ -131,11 +131,15 @@ DeviceError = _python_check("DeviceError", _invalid, None,
                             "A tensor or stream on another device than the launch's (or in host memory).")
 LayoutError = _python_check("LayoutError", _invalid, None,
                             "A tensor whose strides are not the layout its parameter needs.")
+AlignmentError = _python_check("AlignmentError", _invalid, None,
+                               "A tensor whose address is not a multiple of its element's size (a bf16 tensor at an "
+                               "odd address).")
 ReadOnlyError = _python_check("ReadOnlyError", _invalid, None,
                               "A read-only tensor for a pointer the kernel writes through.")
 NoneArgumentError = _python_check("NoneArgumentError", BY_NAME["KL_ERROR_NULL_POINTER"], None,
                                   "None for a pointer parameter.")
-PYTHON_CHECKS = ("ArgumentTypeError", "DtypeError", "DeviceError", "LayoutError", "ReadOnlyError", "NoneArgumentError")
+PYTHON_CHECKS = ("ArgumentTypeError", "DtypeError", "DeviceError", "AlignmentError", "LayoutError", "ReadOnlyError",
+                 "NoneArgumentError")
 
 
 def error(code, message):

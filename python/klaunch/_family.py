@@ -50,6 +50,7 @@ CTYPES = {
 }
 
 _CUDA, _RECORD = 1, 2
+_MISSING = object()  # a parameter no argument gave (Family.bind)
 
 
 class _RecordView(ctypes.Structure):
@@ -134,6 +135,7 @@ class Launcher:
         self.name, self.line, self.col = name, line, col
         self.params = tuple(Param(*p) for p in params)
         self.fits = fits
+        self.positions = {p.name: i for i, p in enumerate(self.params)}  # parameter name -> spec position
         self.function = "kl_" + name
         self.fn = None  # kl__X_py, once the library is loaded
         self.index = None
@@ -454,6 +456,34 @@ class Family:
         loaded = [v for v in names if (device, v) in self._modules]
         return loaded[0] if loaded else names[0]
 
+    @staticmethod
+    def bind(L, args, by_name):
+        """The arguments of launcher L in spec order, from positional ones
+        and keywords by the spec's parameter names (a Module's methods; the
+        generated functions are Python functions with those names)."""
+        params = L.params
+        if not by_name and len(args) == len(params):
+            return args
+        names = "; its parameters are " + ", ".join(p.name for p in params)
+        if len(args) > len(params):
+            raise E.fail(E.ArgumentTypeError, L.function, "takes %d arguments, got %d positional%s" % (
+                len(params), len(args), names))
+        values = list(args) + [_MISSING] * (len(params) - len(args))
+        for name, value in by_name.items():
+            i = L.positions.get(name)
+            if i is None:
+                raise E.fail(E.ArgumentTypeError, L.function, "got an unexpected keyword argument %r: no parameter "
+                             "has that name (a Module's launcher also takes stream= and check_only=)%s" % (name, names))
+            if i < len(args):
+                raise E.fail(E.ArgumentTypeError, L.function, "got parameter %s twice: as argument %d and as a keyword"
+                             % (name, i + 1))
+            values[i] = value
+        missing = [p.name for p, v in zip(params, values) if v is _MISSING]
+        if missing:
+            raise E.fail(E.ArgumentTypeError, L.function, "takes %d arguments, got %d: %s missing%s" % (
+                len(params), len(params) - len(missing), ", ".join(missing), names))
+        return tuple(values)
+
     def call(self, index, args, stream, module, variant, check_only):
         L = self.launchers[index]
         function = L.function
@@ -500,16 +530,18 @@ class Family:
                 continue
             if tensor_type is not None and isinstance(a, tensor_type):
                 # The common case, without building a Tensor: a CUDA tensor
-                # of the element type, contiguous; anything else goes the
-                # general way below (which says what is wrong).
+                # of the element type, aligned to it, contiguous; anything
+                # else goes the general way below (which says what is wrong).
                 d = a.get_device()
                 if d >= 0 and (d == device or device is None) and (
                         pa.element == "void" or dtypes.get(a.dtype) == pa.element) and (
                         pa.layout == "any" or a.is_contiguous()):
-                    if device is None:
-                        device, first = d, p.name
-                    values[i] = a.data_ptr()
-                    continue
+                    ptr = a.data_ptr()
+                    if not ptr % pa.align:
+                        if device is None:
+                            device, first = d, p.name
+                        values[i] = ptr
+                        continue
             site = pa.site
             if a is None:
                 raise site.fail(E.NoneArgumentError, "(%s) is None; the kernel reads its memory" % p.spec_type)
@@ -729,11 +761,8 @@ class Module:
             raise AttributeError("%s Module has no launcher %r" % (family.name if family else "klaunch", name))
         index = launcher.index
 
-        def launch(*args, stream=None, check_only=False):
-            if len(args) != len(launcher.params):
-                raise E.fail(E.ArgumentTypeError, launcher.function, "takes %d arguments (%s), got %d" % (
-                    len(launcher.params), ", ".join(p.name for p in launcher.params), len(args)))
-            family.call(index, args, stream, self, None, check_only)
+        def launch(*args, stream=None, check_only=False, **by_name):
+            family.call(index, family.bind(launcher, args, by_name), stream, self, None, check_only)
 
         launch.__name__ = name
         return launch

@@ -5,6 +5,7 @@ class and message (the C launcher's own for the C checks).
     ./bazelw test //tests/python:record_test
 """
 
+import random
 import struct
 import unittest
 
@@ -295,6 +296,100 @@ class PythonChecks(unittest.TestCase):
 
         self.assertIn("malformed __cuda_array_interface__", self.refused(klaunch.ArgumentTypeError, q=Broken()))
 
+    def refused_also_when_checking_only(self, cls, **over):
+        """The refusal of a launch with `over`, the same with check_only=True;
+        neither records anything."""
+        msg = self.refused(cls, **over)
+        self.assertEqual(self.refused(cls, check_only=True, **over), msg)
+        return msg
+
+    def test_dlpack_address_that_wraps_past_2_64_is_refused(self):
+        msg = self.refused_also_when_checking_only(
+            klaunch.ArgumentTypeError, q=DLPackArray(2**64 - 256, (64,), 4, 16, byte_offset=512))
+        self.assertEqual(msg, "KL_ERROR_INVALID_ARGUMENT: kl_paged_decode_attn_bf16: parameter q has a malformed DLPack "
+                              "tensor: data 0xffffffffffffff00 + byte_offset 512 = 0x10000000000000100 wraps past 2^64 "
+                              "[specs/paged_decode.yaml:31:16]")
+        # Exactly 2^64 would reach the kernel as NULL; just below it is an address.
+        self.refused(klaunch.ArgumentTypeError, q=DLPackArray(2**64 - 2, (64,), 4, 16, byte_offset=2))
+        launch(self.mod, q=DLPackArray(2**64 - 512, (64,), 4, 16, byte_offset=256))
+        self.assertEqual(self.mod.records()[0].args[:8], struct.pack("<Q", 2**64 - 256))
+
+    def test_tensor_at_an_address_off_its_element_size_is_refused(self):
+        # A bf16 tensor one byte into its buffer (DLPack byte_offset 1).
+        msg = self.refused_also_when_checking_only(klaunch.AlignmentError,
+                                                   q=DLPackArray(Q, (64,), 4, 16, byte_offset=1))
+        self.assertEqual(msg, "KL_ERROR_INVALID_ARGUMENT: kl_paged_decode_attn_bf16: parameter q (const bf16*) is at "
+                              "0x%x, not 2-byte aligned: its bf16 elements are 2 bytes (address from DLPack) "
+                              "[specs/paged_decode.yaml:31:16]" % (Q + 1))
+        # i32 through __cuda_array_interface__, 2 bytes off; and an f32 workspace.
+        msg = self.refused_also_when_checking_only(klaunch.AlignmentError, block_tables=CudaArray(TABLES + 2, (8,), "<i4"))
+        self.assertIn("parameter block_tables (const i32*) is at 0x%x, not 4-byte aligned: its i32 elements are 4 bytes "
+                      "(address from __cuda_array_interface__)" % (TABLES + 2), msg)
+        args = dict(decode_args(), workspace=CudaArray(K + 6, (64,), "<f4"), num_splits=1, workspace_bytes=10**9)
+        del args["output"]
+        msg = refusal(self, klaunch.AlignmentError, pd.paged_decode_split_bf16, **args, module=self.mod)
+        self.assertIn("parameter workspace (f32*) is at 0x%x, not 4-byte aligned" % (K + 6), msg)
+        self.assertEqual(self.mod.records(), [])
+        # Whole elements off are fine.
+        launch(self.mod, q=DLPackArray(Q, (64,), 4, 16, byte_offset=2),
+               block_tables=CudaArray(TABLES + 4, (8,), "<i4"))
+        self.assertEqual(self.mod.records()[0].args[:8], struct.pack("<Q", Q + 2))
+        self.assertTrue(issubclass(klaunch.AlignmentError, klaunch.InvalidArgumentError))
+
+    def test_every_element_type_needs_an_address_that_is_a_multiple_of_its_size(self):
+        from klaunch import _args
+        site = _args.Site("kl_x", "p", "x.yaml:1:1")
+        for elem, size in (("bf16", 2), ("f16", 2), ("f32", 4), ("i32", 4), ("u32", 4), ("u8", 1), ("fp8_e4m3", 1),
+                           ("void", 1)):
+            code, bits = _args.ELEMENTS[elem][1] if elem != "void" else (1, 8)
+            p = _args.PointerArg(site, elem, True, "contiguous", "const %s*" % elem)
+            for offset in range(0, 9):
+                t = _args.describe(DLPackArray(0x1000, (8,), code, bits, byte_offset=offset), site, 0)
+                if offset % size:
+                    with self.assertRaises(klaunch.AlignmentError, msg="%s at +%d" % (elem, offset)):
+                        p.check(t)
+                else:
+                    p.check(t)
+
+    def test_tensor_map_builder_refuses_a_tensor_off_its_element_size(self):
+        # The C builder wants 16 bytes; an address off the element is refused before it, as a launcher's is.
+        text = "klaunch-module 1\nfamily mla_prefill\nvariant mistral_small_4\nspec_hash %s\ncuda_arch 900a\n" % (
+            mla.SPEC_HASH) + "".join("const %s %d\n" % kv for kv in mla.VARIANTS["mistral_small_4"].items())
+        m = mla.load_record(image=text)
+        msg = refusal(self, klaunch.AlignmentError, mla.mla_q_rope_extract_tma_q_map_encode,
+                      DLPackArray(0x10000, (37, 16, 64), 4, 16, byte_offset=1), module=m)
+        self.assertEqual(msg, "KL_ERROR_INVALID_ARGUMENT: kl_mla_q_rope_extract_tma_q_map_encode: parameter tensor "
+                              "(bf16 tensor) is at 0x10001, not 2-byte aligned: its bf16 elements are 2 bytes (address "
+                              "from DLPack) [specs/mla_prefill.yaml:%d:%d]" % self.q_map_position())
+        # 2 bytes off: the element is whole, the C builder's 16 bytes are not.
+        msg = refusal(self, klaunch.TensorMapError, mla.mla_q_rope_extract_tma_q_map_encode,
+                      DLPackArray(0x10000, (37, 16, 64), 4, 16, byte_offset=2), module=m)
+        self.assertIn("is not 16-byte aligned", msg)
+
+    @staticmethod
+    def q_map_position():
+        (L,) = [l for l in mla.LAUNCHERS if l.name == "mla_q_rope_extract_tma"]
+        (p,) = [p for p in L.params if p.name == "q_map"]
+        return p.line, p.col
+
+    def test_cuda_array_interface_version_other_than_2_or_3_is_refused(self):
+        for version in (99, 4, 1, 0, -3, True):
+            msg = self.refused_also_when_checking_only(
+                klaunch.ArgumentTypeError, block_tables=CudaArray(TABLES, (8,), "<i4", version=version))
+            self.assertEqual(msg, "KL_ERROR_INVALID_ARGUMENT: kl_paged_decode_attn_bf16: parameter block_tables has "
+                                  "__cuda_array_interface__ version %d; klaunch reads versions 2 and 3 "
+                                  "[specs/paged_decode.yaml:35:9]" % version)
+        for version in (2, 3):
+            launch(self.mod, block_tables=CudaArray(TABLES, (8,), "<i4", version=version))
+        self.assertEqual(len(self.mod.records()), 2)
+
+    def test_cuda_array_interface_without_a_version_is_refused(self):
+        # Every version of the interface (Numba's, CuPy's) requires the key.
+        a = CudaArray(TABLES, (8,), "<i4")
+        del a.__cuda_array_interface__["version"]
+        msg = self.refused_also_when_checking_only(klaunch.ArgumentTypeError, block_tables=a)
+        self.assertIn("parameter block_tables has a malformed __cuda_array_interface__: no 'version'", msg)
+
     def test_integer_scalars(self):
         for bad in ("4", 4.0, None, True, [4], tensor("i32", 8)):
             msg = self.refused(klaunch.ArgumentTypeError, max_blocks_per_seq=bad)
@@ -432,6 +527,137 @@ class CChecks(unittest.TestCase):
             self.assertIn("cannot load libcuda.so.1", str(e))
         except klaunch.Error:
             self.skipTest("a CUDA driver is here")
+
+
+class Keywords(unittest.TestCase):
+    """Every launcher of every family called with its parameters by the
+    spec's names, as keywords in any order (mixed with positional ones, as a
+    generated function and as a Module's method), packs what the positional
+    call packs; a keyword that names no parameter, and a parameter given
+    twice, are refused."""
+
+    STREAM = 0x5a5a0000
+
+    @classmethod
+    def setUpClass(cls):
+        cls.launches = []  # (family, launcher, module, arguments that launch)
+        modules = {}
+        for family in S.FAMILIES:
+            for launcher in family.LAUNCHERS:
+                cls.launches.append(cls._launching(family, launcher, modules))
+
+    @classmethod
+    def _launching(cls, family, launcher, modules):
+        """Arguments `launcher` launches with in some variant (its sm_90a
+        image, H100 shared memory), found from a seeded search."""
+        fn = getattr(family, launcher.name)
+        for variant in family.VARIANTS:
+            key = (family.FAMILY, variant)
+            if key not in modules:
+                text = "klaunch-module 1\nfamily %s\nvariant %s\nspec_hash %s\ncuda_arch 900a\n" % (
+                    family.FAMILY, variant, family.SPEC_HASH) + "".join(
+                    "const %s %d\n" % kv for kv in family.VARIANTS[variant].items())
+                modules[key] = family.load_record(image=text, max_dynamic_shared=232448)
+            mod = modules[key]
+            rng = random.Random("%s/%s/%s" % (family.FAMILY, variant, launcher.name))
+            for _ in range(200):
+                args = S._satisfy(launcher, S.arguments(launcher, rng), family.VARIANTS[variant], rng)
+                mod.clear_records()
+                try:
+                    args = S.materialize(family, launcher, args, mod)
+                    fn(*args, module=mod, stream=cls.STREAM)
+                except klaunch.Error:
+                    continue
+                if mod.records():
+                    mod.clear_records()
+                    return family, launcher, mod, args
+        return family, launcher, None, None
+
+    def each(self):
+        missing = ["%s.%s" % (f.FAMILY, l.name) for f, l, m, a in self.launches if m is None]
+        self.assertEqual(missing, [], "launchers no searched argument set launches")
+        self.assertEqual(len(self.launches), sum(len(f.LAUNCHERS) for f in S.FAMILIES))
+        for family, launcher, mod, args in self.launches:
+            mod.clear_records()
+            yield getattr(family, launcher.name), getattr(mod, launcher.name), launcher, mod, args
+
+    def test_every_launcher_takes_its_parameters_as_keywords_in_any_order_and_packs_the_same(self):
+        rng = random.Random(5)
+        for fn, method, launcher, mod, args in self.each():
+            names = [p.name for p in launcher.params]
+            fn(*args, module=mod, stream=self.STREAM)
+            want = mod.records()
+            self.assertEqual(len(want), 1, launcher.name)
+            kw = dict(zip(names, args))
+            shuffled = list(kw.items())
+            rng.shuffle(shuffled)
+            k = rng.randrange(len(args) + 1)
+            calls = {
+                "keywords in spec order": lambda: fn(**kw, module=mod, stream=self.STREAM),
+                "keywords reversed": lambda: fn(**dict(reversed(list(kw.items()))), module=mod, stream=self.STREAM),
+                "keywords shuffled": lambda: fn(**dict(shuffled), stream=self.STREAM, module=mod),
+                "%d positional, the rest keywords" % k: lambda: fn(*args[:k], **{n: kw[n] for n in reversed(names[k:])},
+                                                                   module=mod, stream=self.STREAM),
+                "Module method, positional": lambda: method(*args, stream=self.STREAM),
+                "Module method, keywords shuffled": lambda: method(stream=self.STREAM, **dict(shuffled)),
+                "Module method, %d positional" % k: lambda: method(*args[:k], stream=self.STREAM,
+                                                                   **{n: kw[n] for n in reversed(names[k:])}),
+            }
+            for what, call in calls.items():
+                mod.clear_records()
+                call()
+                self.assertEqual(mod.records(), want, "%s, %s" % (launcher.name, what))
+            mod.clear_records()
+            method(**dict(shuffled), check_only=True)
+            fn(**dict(shuffled), module=mod, check_only=True)
+            self.assertEqual(mod.records(), [], launcher.name)
+
+    def test_a_keyword_that_names_no_parameter_is_refused_naming_it(self):
+        for fn, method, launcher, mod, args in self.each():
+            kw = dict(zip((p.name for p in launcher.params), args))
+            typo = launcher.params[-1].name + "s"
+            # A generated function is a Python function: Python's own TypeError, before klaunch runs.
+            with self.assertRaises(TypeError) as e:
+                fn(**kw, **{typo: 1}, module=mod)
+            self.assertIn("unexpected keyword argument '%s'" % typo, str(e.exception))
+            # A Module's method: klaunch's ArgumentTypeError (also a TypeError), check_only or not.
+            for bad in (typo, "module", "variant"):
+                for check_only in (False, True):
+                    with self.assertRaises(klaunch.ArgumentTypeError) as e:
+                        method(**kw, **{bad: None}, check_only=check_only)
+                    self.assertTrue(str(e.exception).startswith(
+                        "KL_ERROR_INVALID_ARGUMENT: kl_%s: got an unexpected keyword argument '%s': no parameter has "
+                        "that name" % (launcher.name, bad)), str(e.exception))
+                    self.assertIsInstance(e.exception, TypeError)
+            self.assertEqual(mod.records(), [], launcher.name)
+
+    def test_a_parameter_given_twice_is_refused(self):
+        for fn, method, launcher, mod, args in self.each():
+            names = [p.name for p in launcher.params]
+            kw = dict(zip(names, args))
+            with self.assertRaises(TypeError) as e:
+                fn(args[0], **kw, module=mod)
+            self.assertIn("multiple values for argument '%s'" % names[0], str(e.exception))
+            for k in (1, len(args)):
+                with self.assertRaises(klaunch.ArgumentTypeError) as e:
+                    method(*args[:k], **{names[k - 1]: args[k - 1]}, **{n: kw[n] for n in names[k:]}, check_only=k > 1)
+                self.assertEqual(str(e.exception), "KL_ERROR_INVALID_ARGUMENT: kl_%s: got parameter %s twice: as "
+                                                   "argument %d and as a keyword" % (launcher.name, names[k - 1], k))
+            self.assertEqual(mod.records(), [], launcher.name)
+
+    def test_a_module_method_missing_a_parameter_names_it(self):
+        for fn, method, launcher, mod, args in self.each():
+            names = [p.name for p in launcher.params]
+            kw = dict(zip(names, args))
+            gone = names[len(names) // 2]
+            del kw[gone]
+            with self.assertRaises(klaunch.ArgumentTypeError) as e:
+                method(**kw)
+            self.assertIn("kl_%s: takes %d arguments, got %d: %s missing" % (
+                launcher.name, len(names), len(names) - 1, gone), str(e.exception))
+            with self.assertRaises(TypeError):
+                fn(**kw, module=mod)
+            self.assertEqual(mod.records(), [], launcher.name)
 
 
 class TensorMaps(unittest.TestCase):
