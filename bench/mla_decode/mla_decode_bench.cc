@@ -39,9 +39,10 @@
 //              back to back between the events, time / 20) and _graph (20
 //              replays of CUDA graphs that each captured one step on one
 //              input set, time / 20)
-//   parts_<shape>_{sched,attn,combine}_*  (D 576, every shape): the three
-//              kernels of a step each alone between events: where the
-//              step's time goes
+//   parts_<shape>_{sched,attn,combine,layer}_*  (D 576, every shape): the
+//              three kernels of a step each alone between events, and a
+//              layer (attention + combine: the schedule runs once a step,
+//              for every layer)
 //   sched_*, combine_*, sched_combine_* (and _pair)
 //              at the mem shape (batch 128): the schedule alone, the
 //              combine alone (after the launcher's steps have filled the
@@ -788,13 +789,24 @@ void bench_sched_combine(const std::string &suffix, const Inputs &in, Runner &r)
 // parts_<shape>_{sched,attn,combine}_<launcher>_<D>.
 void bench_parts(const std::string &shape, const std::string &suffix, const Inputs &in, Runner &r) {
     const std::string base = "parts_" + shape + "_";
-    if (!(want(base + "sched_" + suffix) || want(base + "attn_" + suffix) || want(base + "combine_" + suffix))) return;
+    if (!(want(base + "sched_" + suffix) || want(base + "attn_" + suffix) || want(base + "combine_" + suffix) ||
+          want(base + "layer_" + suffix)))
+        return;
     const std::string what = describe(in, r);
     r.step(0, g_stream);
     const double s_us = median_us([&](int) { r.schedule(g_stream); }, g_runs, kWarmup, g_stream);
     const double a_us = median_us([&](int run) { r.attention(static_cast<size_t>(run) % in.nsets, g_stream); }, g_runs,
                                   kWarmup, g_stream);
     const double c_us = median_us([&](int) { r.combine(g_stream); }, g_runs, kWarmup, g_stream);
+    /* a layer: what every layer of a step runs (the schedule is once a step) */
+    const double l_us = median_us(
+        [&](int run) {
+            r.attention(static_cast<size_t>(run) % in.nsets, g_stream);
+            r.combine(g_stream);
+        },
+        g_runs, kWarmup, g_stream);
+    report(Row{base + "layer_" + suffix, "parts", attn_name(r.a), what + "; attention and combine (a layer)", in.D,
+               l_us, in.io_bytes(), in.kv_bytes(), in.flops(), static_cast<double>(in.tokens)});
     report(Row{base + "sched_" + suffix, "parts", attn_name(r.a), what + "; mla_decode_schedule alone", in.D, s_us, 0,
                0, 0, 0});
     report(Row{base + "attn_" + suffix, "parts", attn_name(r.a), what + "; the attention alone", in.D, a_us,
