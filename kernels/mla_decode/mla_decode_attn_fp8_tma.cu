@@ -202,7 +202,12 @@ mla_decode_attn_fp8_tma(KL_PARAMS_mla_decode_attn_fp8_tma) {
     if (wg == 1u) {
         /* ---- producer: copies (thread 0 of the warpgroup) and dequantisation (all) ---- */
         const bool issuer = tw == 0u;
-        const uint32_t tok = tw / TPT, part = tw % TPT; /* this thread's token of a copy, and its part of it */
+        /* This thread's token of a copy and its part of it: a warp takes 8 tokens x 4
+         * parts, so its 16-byte shared-memory accesses spread over the banks (8 tokens
+         * 656 bytes apart cover all 32 banks, 4 bytes apart in a part's groups; 8 rows
+         * of a key tile, swizzled, 8 chunks); 8 parts x 4 tokens conflicted 4-way. */
+        static_assert(CB == 16 && TPT == 8, "the warp mapping below: 2 x 8 tokens, 2 x 4 parts");
+        const uint32_t tok = (tw & 7u) + 8u * ((tw >> 5) & 1u), part = ((tw & 31u) >> 3) + 4u * (tw >> 6);
         if (issuer) kl__prefetch_tensormap(&q_map);
         uint32_t n = 0, kt = 0, cx = 0; /* pieces with tiles, tiles, raw copies: this block's so far */
         for (uint32_t b = pt.bs; mla_decode__piece_at(pt, b, sched, lengths, batch, num_parts, max_len, pc); ++b) {

@@ -20,12 +20,16 @@
  * No split saw a position (M = -inf): zeros and -inf, as the attention
  * writes for such a row. fp32 throughout, one rounding to bf16.
  *
- * Grid (ceil(R / 4) * DV / 64, batch), block 128: warp w of block x takes
- * row 4 (x / (DV / 64)) + w and its 64 columns 64 (x % (DV / 64)) .. + 63
- * of sequence y, lane j columns 2j, 2j + 1 of them (8-byte loads, coalesced
- * over the warp); the lanes take the splits j, j + 32, ... for the maximum
- * and the weights. So a batch of one long sequence split 130 ways still
- * has R * DV / 64 warps reading its partials, not R. A sequence with one
+ * Grid (ceil(R / 4) * nch, batch), block 128, nch = min(DV / 64,
+ * max(1, num_parts / (4 batch))) column chunks a row: warp w of block x
+ * takes row 4 (x / nch) + w of sequence y and chunk x % nch of its 64-column
+ * slabs (ceil(DV / 64 / nch) slabs a chunk), lane j columns 2j, 2j + 1 of
+ * each (8-byte loads, coalesced over the warp); the lanes take the splits
+ * j, j + 32, ... for the maximum and the weights. A batch with a few
+ * splits a sequence gets a warp a whole row (one chunk: fewer, longer
+ * warps, 6 us at batch 128 on an H100 where a warp a 64 columns took 9-12);
+ * a sequence split ~130 ways gets its rows' slabs spread over 8 times the
+ * warps. Loads go 8 (split, slab) pairs at a time. A sequence with one
  * split exits at once. */
 
 #include "mla_decode_common.cuh"
@@ -33,8 +37,8 @@
 namespace mla_decode_combine_ {
 
 constexpr uint32_t DV = MLA_HDIM - 64;
-constexpr uint32_t NCH = DV / 64; /* 64-column chunks of a row */
-static_assert(DV % 64 == 0, "a warp takes 64 columns");
+constexpr uint32_t NSL = DV / 64; /* 64-column slabs of a row */
+static_assert(DV % 64 == 0, "a row is whole 64-column slabs");
 static_assert(KL_THREADS_mla_decode_combine == 128 && KL_THREADS_mla_decode_combine_pdl == 128, "4 warps, a row each");
 
 __device__ __forceinline__ void combine(const int32_t *sched, const float *workspace, __nv_bfloat16 *out, float *lse,
@@ -46,10 +50,14 @@ __device__ __forceinline__ void combine(const int32_t *sched, const float *works
         mla_decode__poison_all(out, lse, batch, rows, DV);
         return;
     }
+    const uint32_t quads = (rows + 3u) / 4u, nch = gridDim.x / quads; /* the spec's grid: quads * nch */
+    if (nch == 0u) return;
+    const uint32_t spc = (NSL + nch - 1u) / nch; /* slabs a chunk */
     const uint32_t b = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
-    const uint32_t r = (blockIdx.x / NCH) * 4u + warp, col = (blockIdx.x % NCH) * 64u + 2u * lane;
+    const uint32_t r = (blockIdx.x / nch) * 4u + warp, chunk = blockIdx.x % nch;
+    const uint32_t s0 = chunk * spc, s1 = s0 + spc < NSL ? s0 + spc : NSL;
     const uint32_t n = (uint32_t)sched[mla_decode__splits_at(num_parts) + b];
-    if (n <= 1u || r >= rows) return;
+    if (n <= 1u || r >= rows || s0 >= NSL) return;
     const uint32_t slot0 = (uint32_t)sched[mla_decode__base_at(num_parts, batch) + b];
     float *ws = const_cast<float *>(workspace);
 
@@ -59,35 +67,41 @@ __device__ __forceinline__ void combine(const int32_t *sched, const float *works
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
 
     __nv_bfloat16 *orow = out + ((uint64_t)b * rows + r) * DV;
-    const bool last_chunk_lane0 = blockIdx.x % NCH == 0u && lane == 0u; /* writes the row's lse */
+    const bool writes_lse = chunk == 0u && lane == 0u;
+    const uint32_t ns = s1 - s0;
     if (m == -INFINITY) {
-        orow[col] = __float2bfloat16_rn(0.0f);
-        orow[col + 1u] = __float2bfloat16_rn(0.0f);
-        if (last_chunk_lane0) lse[(uint64_t)b * rows + r] = -INFINITY;
+        for (uint32_t sl = s0; sl < s1; ++sl) {
+            orow[64u * sl + 2u * lane] = __float2bfloat16_rn(0.0f);
+            orow[64u * sl + 2u * lane + 1u] = __float2bfloat16_rn(0.0f);
+        }
+        if (writes_lse) lse[(uint64_t)b * rows + r] = -INFINITY;
         return;
     }
     /* 8-byte loads where the workspace is 8-byte aligned (rows are DV * 4
-     * bytes apart, col is even), 4-byte stores where out is 4-byte aligned. */
+     * bytes apart, columns even), 4-byte stores where out is 4-byte aligned. */
     const bool vec_in = ((uintptr_t)workspace & 7u) == 0u, vec_out = ((uintptr_t)out & 3u) == 0u;
-    float a0 = 0.0f, a1 = 0.0f, wsum = 0.0f;
+    float acc[NSL][2];
+#pragma unroll
+    for (uint32_t i = 0; i < NSL; ++i) acc[i][0] = acc[i][1] = 0.0f;
+    float wsum = 0.0f;
     for (uint32_t k0 = 0; k0 < n; k0 += 32u) {
-        /* this lane's split's weight, then each split's from its lane */
+        /* this lane's split's weight; each split's from its lane by shuffle */
         const uint32_t kl = k0 + lane;
         const float lk = kl < n ? *mla_decode__ws_lse(ws, num_parts, slot0 + kl, rows, DV, r) : -INFINITY;
         const float wk = lk == -INFINITY ? 0.0f : expf(lk - m);
         wsum += wk;
         const uint32_t cnt = n - k0 < 32u ? n - k0 : 32u;
-        /* 8 splits' loads in flight at a time (a split's row is a dependent load
-         * after its weight; one at a time, 130 splits would be 130 latencies) */
-        for (uint32_t j0 = 0; j0 < cnt; j0 += 8u) {
+        /* (split, slab) pairs 8 at a time, loads first: 8 independent loads in flight */
+        for (uint32_t i0 = 0; i0 < cnt * ns; i0 += 8u) {
             float w[8];
             float2 v[8];
 #pragma unroll
             for (uint32_t j = 0; j < 8u; ++j) {
-                w[j] = __shfl_sync(0xffffffffu, wk, (j0 + j) & 31u);
+                const uint32_t i = i0 + j, k = i / ns, sl = s0 + i % ns;
+                w[j] = __shfl_sync(0xffffffffu, wk, k & 31u);
                 v[j] = make_float2(0.0f, 0.0f);
-                if (j0 + j < cnt && w[j] != 0.0f) { /* a split that saw nothing: its row is zeros */
-                    const float *o = mla_decode__ws_o(ws, slot0 + k0 + j0 + j, rows, DV, r) + col;
+                if (i < cnt * ns && w[j] != 0.0f) { /* a split that saw nothing: its row is zeros */
+                    const float *o = mla_decode__ws_o(ws, slot0 + k0 + k, rows, DV, r) + 64u * sl + 2u * lane;
                     if (vec_in) {
                         v[j] = *reinterpret_cast<const float2 *>(o);
                     } else {
@@ -98,23 +112,33 @@ __device__ __forceinline__ void combine(const int32_t *sched, const float *works
             }
 #pragma unroll
             for (uint32_t j = 0; j < 8u; ++j) {
-                if (j0 + j >= cnt) break;
-                a0 = fmaf(w[j], v[j].x, a0);
-                a1 = fmaf(w[j], v[j].y, a1);
+                const uint32_t i = i0 + j;
+                if (i >= cnt * ns) break;
+#pragma unroll
+                for (uint32_t q = 0; q < NSL; ++q) /* the slab's accumulator, by a compile-time index */
+                    if (q == i % ns) {
+                        acc[q][0] = fmaf(w[j], v[j].x, acc[q][0]);
+                        acc[q][1] = fmaf(w[j], v[j].y, acc[q][1]);
+                    }
             }
         }
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) wsum += __shfl_xor_sync(0xffffffffu, wsum, o);
     const float inv = 1.0f / wsum; /* wsum >= 1: the maximum's own weight */
-    const uint16_t h0 = mla_decode__bf16_bits(a0 * inv), h1 = mla_decode__bf16_bits(a1 * inv);
-    if (vec_out) {
-        *reinterpret_cast<uint32_t *>(orow + col) = (uint32_t)h0 | ((uint32_t)h1 << 16);
-    } else {
-        reinterpret_cast<unsigned short *>(orow)[col] = h0;
-        reinterpret_cast<unsigned short *>(orow)[col + 1u] = h1;
+#pragma unroll
+    for (uint32_t q = 0; q < NSL; ++q) {
+        if (q >= ns) break;
+        const uint32_t col = 64u * (s0 + q) + 2u * lane;
+        const uint16_t h0 = mla_decode__bf16_bits(acc[q][0] * inv), h1 = mla_decode__bf16_bits(acc[q][1] * inv);
+        if (vec_out) {
+            *reinterpret_cast<uint32_t *>(orow + col) = (uint32_t)h0 | ((uint32_t)h1 << 16);
+        } else {
+            reinterpret_cast<unsigned short *>(orow)[col] = h0;
+            reinterpret_cast<unsigned short *>(orow)[col + 1u] = h1;
+        }
     }
-    if (last_chunk_lane0) lse[(uint64_t)b * rows + r] = m + logf(wsum);
+    if (writes_lse) lse[(uint64_t)b * rows + r] = m + logf(wsum);
 }
 
 }  // namespace mla_decode_combine_

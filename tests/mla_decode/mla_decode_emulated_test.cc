@@ -148,6 +148,10 @@ TEST_P(MlaDecodeEmulated, HundredTwentyEightHeads) { run(spec({70}, 1, 128, 64, 
 // programmatic dependent launch, as the Hopper launchers chain it).
 TEST_P(MlaDecodeEmulated, LongSequenceSplitSevenWays) { run(spec({2500}, 1, 8, 64, 8), 7, true); }
 
+// One sequence split 20 ways: the combine spreads each row over column
+// chunks (min(DV / 64, 20 / 4) of them: 5 at D 576, one past the slabs).
+TEST_P(MlaDecodeEmulated, OneSequenceSplitTwentyWays) { run(spec({1300}, 1, 8, 64, 15), 20); }
+
 // A part count larger than the work: empty parts.
 TEST_P(MlaDecodeEmulated, MorePartsThanTiles) { run(spec({10, 3}, 1, 8, 64, 9), 9); }
 

@@ -193,7 +193,7 @@ TEST(MlaDecodeLaunch, CombineGridAndProgrammaticLaunch) {
             << kl_last_error_message();
     ASSERT_EQ(2u, h.rb.count);
     for (int i = 0; i < 2; ++i) {
-        EXPECT_EQ(12u * 4u, h.recs[i].grid[0]);  // ceil(48 rows / 4) x 4 chunks of 64 columns (kv_lora 256)
+        EXPECT_EQ(12u * 1u, h.recs[i].grid[0]);  // ceil(48 rows / 4) x min(4, max(1, 7 parts / (4 x 5))) chunks
         EXPECT_EQ(5u, h.recs[i].grid[1]);        // batch
         EXPECT_EQ(128u, h.recs[i].block[0]);
         EXPECT_EQ(7u, arg_at<uint32_t>(h.recs[i], 48)); // num_parts is a kernel argument here
@@ -203,6 +203,15 @@ TEST(MlaDecodeLaunch, CombineGridAndProgrammaticLaunch) {
     EXPECT_EQ(KL_ERROR_PRECONDITION,
               kl_mla_decode_combine(&c, fake<int32_t>(0x1000), fake<float>(0x2000), fake(0x3000), fake<float>(0x4000),
                                     s.batch, s.s_q, s.h_q, s.D, s.parts, s.words(), s.bytes() - 4, nullptr));
+    // One sequence split many ways: its rows spread over column chunks, 4 for kv_lora 256.
+    Shape one = s;
+    one.batch = 1;
+    one.parts = 132;
+    ASSERT_EQ(KL_SUCCESS, kl_mla_decode_combine(&c, fake<int32_t>(0x1000), fake<float>(0x2000), fake(0x3000),
+                                                fake<float>(0x4000), one.batch, one.s_q, one.h_q, one.D, one.parts,
+                                                one.words(), one.bytes(), nullptr))
+        << kl_last_error_message();
+    EXPECT_EQ(12u * 4u, h.recs[2].grid[0]);
 }
 
 TEST(MlaDecodeLaunch, TmaAttentionGeometryMapsAndRefusals) {

@@ -3,7 +3,7 @@
 // (mla_decode_reference.h's schedule), and, read the way the attention
 // kernels read it, the split covering every key tile of every sequence
 // once, every sequence without positions once, each split's slot once.
-// Batches of 1 and 1024, all lengths 0, one long among many short,
+// Batches of 1, 1024 and 5000, all lengths 0, one long among many short,
 // negative lengths, part counts from 1 to past the work.
 #include <gtest/gtest.h>
 
@@ -115,6 +115,15 @@ TEST_P(MlaDecodeScheduleEmulated, BatchOf1024) {
     run(l, 132);
     run(l, 33);
     run(l, 1);
+}
+
+// Past the 4096 sequences whose offsets the cut search keeps in shared memory.
+TEST_P(MlaDecodeScheduleEmulated, BatchOf5000SearchesTheGlobalCopy) {
+    std::mt19937 gen(9);
+    std::uniform_int_distribution<int32_t> d(0, 300);
+    std::vector<int32_t> l(5000);
+    for (int32_t &x : l) x = d(gen);
+    run(l, 132);
 }
 
 TEST_P(MlaDecodeScheduleEmulated, MorePartsThanUnits) {
