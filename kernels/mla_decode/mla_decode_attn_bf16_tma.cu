@@ -125,15 +125,22 @@ struct Tile {
     bool live;
 };
 
-__device__ __forceinline__ Tile tile_of(const mla_decode__piece &pc, uint32_t j, const int32_t *table_row,
-                                        uint32_t page_size, uint32_t num_blocks) {
+/* The table entry of tile j of a piece (-1 past the piece): loaded a pair
+ * ahead of its use, since a table entry is an L2 round trip (shared memory
+ * leaves L1 little room), which in the consumers' path stalled them. */
+__device__ __forceinline__ int32_t page_at(const mla_decode__piece &pc, uint32_t j, const int32_t *table_row,
+                                           uint32_t page_size) {
+    return pc.t0 + j < pc.t1 ? table_row[(pc.t0 + j) * BN / page_size] : -1;
+}
+
+__device__ __forceinline__ Tile tile_of(const mla_decode__piece &pc, uint32_t j, int32_t page, uint32_t num_blocks) {
     Tile t;
     t.kb = (pc.t0 + j) * BN;
     t.page = -1;
     t.rows = 0u;
     t.live = false;
     if (pc.t0 + j < pc.t1) {
-        t.page = table_row[t.kb / page_size];
+        t.page = page;
         t.live = t.page >= 0 && (uint32_t)t.page < num_blocks;
         t.rows = min(BN, pc.len - t.kb);
     }
@@ -352,10 +359,13 @@ mla_decode_attn_bf16_tma(KL_PARAMS_mla_decode_attn_bf16_tma) {
                                     qfull);
             }
             const uint32_t padded = ntiles + (ntiles & 1u);
+            int32_t pg_next = page_at(pc, buf, table_row, page_size); /* a tile ahead of its copies */
             for (uint32_t j = buf; j < padded; j += 2u, ++c) {
+                const int32_t pg = pg_next;
+                pg_next = page_at(pc, j + 2u, table_row, page_size);
                 if (c > 0u) kl__mbar_wait(freed, (c - 1u) & 1u);
                 if (j < ntiles) {
-                    const Tile t = tile_of(pc, j, table_row, page_size, num_blocks);
+                    const Tile t = tile_of(pc, j, pg, num_blocks);
                     kl__mbar_arrive_expect_tx(ready, (sl1 - sl0) * SLAB);
                     for (uint32_t sl = sl0; sl < sl1; ++sl)
                         kl__tma_load_3d(dst + sl * SLAB, &cache_map, (int32_t)(64u * sl), (int32_t)(t.kb % page_size),
@@ -399,10 +409,13 @@ mla_decode_attn_bf16_tma(KL_PARAMS_mla_decode_attn_bf16_tma) {
         if (ntiles > 0u) {
             kl__mbar_wait(qfull, n & 1u);
             const uint32_t npairs = (ntiles + 1u) / 2u;
+            int32_t pg0 = page_at(pc, 0u, table_row, page_size), pg1 = page_at(pc, 1u, table_row, page_size);
             for (uint32_t i = 0; i < npairs; ++i, ++c) {
                 const uint32_t ph = c & 1u;
-                const Tile t0 = tile_of(pc, 2u * i, table_row, page_size, num_blocks);
-                const Tile t1 = tile_of(pc, 2u * i + 1u, table_row, page_size, num_blocks);
+                const Tile t0 = tile_of(pc, 2u * i, pg0, num_blocks);
+                const Tile t1 = tile_of(pc, 2u * i + 1u, pg1, num_blocks);
+                pg0 = page_at(pc, 2u * i + 2u, table_row, page_size); /* the next pair's, a pair ahead */
+                pg1 = page_at(pc, 2u * i + 3u, table_row, page_size);
                 const bool pad1 = 2u * i + 1u >= ntiles; /* tile 1 is padding: no data, nothing reads it */
                 if (wg == 0u) {
                     if (i == 0u) { /* later pairs' S was issued at the end of the pair before */

@@ -215,20 +215,25 @@ mla_decode_attn_fp8_tma(KL_PARAMS_mla_decode_attn_fp8_tma) {
             if (ntiles == 0u) continue;
             const int32_t *table_row = block_table + (uint64_t)b * max_blocks_per_seq;
             const uint32_t nc = CT * ntiles;
-            /* Copy x of the piece: CB tokens from (t0 + x / CT) * 64 + CB (x % CT); it moves
-             * the tokens below the length of a page in the table's range. */
-            auto copy_tokens = [&](uint32_t x, int32_t *page, uint32_t *kb) -> uint32_t {
-                const uint32_t tb = (pc.t0 + x / CT) * BN;
-                *kb = tb + CB * (x % CT);
-                *page = tile_page(table_row, tb, page_size, num_blocks);
-                return (*page >= 0 && *kb < pc.len) ? min(CB, pc.len - *kb) : 0u;
+            /* The pages of the piece's tiles, loaded two tiles before their use: a
+             * table entry is an L2 round trip (shared memory leaves L1 little room),
+             * which in the conversion's path cost more than the conversion. pg[0] is
+             * the page of the tile converted now, pg[1] and pg[2] the next ones. */
+            auto page_of = [&](uint32_t j) -> int32_t {
+                return j < ntiles ? tile_page(table_row, (pc.t0 + j) * BN, page_size, num_blocks) : -1;
             };
-            auto issue = [&](uint32_t x, uint32_t gx) { /* piece copy x, the block's copy gx */
+            int32_t pg[3] = {page_of(0u), page_of(1u), page_of(2u)};
+            /* Copy x of the piece: CB tokens from (t0 + x / CT) * 64 + CB (x % CT) on page
+             * `page`; it moves the tokens below the length of a page in the table's range. */
+            auto copy_tokens = [&](uint32_t x, int32_t page, uint32_t *kb) -> uint32_t {
+                *kb = (pc.t0 + x / CT) * BN + CB * (x % CT);
+                return (page >= 0 && *kb < pc.len) ? min(CB, pc.len - *kb) : 0u;
+            };
+            auto issue = [&](uint32_t x, uint32_t gx, int32_t page) { /* piece copy x, the block's copy gx */
                 const uint32_t slot = gx % NRAW;
                 if (gx >= NRAW) kl__mbar_wait(mb(B_RAWEMPTY + slot), ((gx - NRAW) / NRAW) & 1u); /* its last use */
-                int32_t page;
                 uint32_t kb;
-                const uint32_t ntok = copy_tokens(x, &page, &kb);
+                const uint32_t ntok = copy_tokens(x, page, &kb);
                 const uint32_t bytes = vec_c ? ntok * TB : 0u;
                 kl__mbar_arrive_expect_tx(mb(B_RAWFULL + slot), bytes);
                 if (bytes > 0u) {
@@ -236,6 +241,7 @@ mla_decode_attn_fp8_tma(KL_PARAMS_mla_decode_attn_fp8_tma) {
                     kl__bulk_load(sbase + OFF_RAW + slot * RAW, src, bytes, mb(B_RAWFULL + slot));
                 }
             };
+            static_assert(NRAW - 1u <= CT, "a copy issued ahead is in this tile or the next: pg[0] or pg[1]");
             if (issuer) {
                 if (n > 0u) kl__mbar_wait(mb(B_QEMPTY), (n - 1u) & 1u); /* the last piece's S is done */
                 kl__mbar_arrive_expect_tx(mb(B_QFULL), NSLAB * QSLAB);
@@ -244,17 +250,23 @@ mla_decode_attn_fp8_tma(KL_PARAMS_mla_decode_attn_fp8_tma) {
                     kl__tma_load_3d(sbase + OFF_Q + sl * QSLAB, &q_map, (int32_t)(64u * sl), (int32_t)row0,
                                     (int32_t)b, mb(B_QFULL));
                 /* the first NRAW - 1 copies; the last one's slot frees as this thread converts */
-                for (uint32_t x = 0; x + 1u < NRAW && x < nc; ++x) issue(x, cx + x);
+                for (uint32_t x = 0; x + 1u < NRAW && x < nc; ++x) issue(x, cx + x, x / CT == 0u ? pg[0] : pg[1]);
             }
             for (uint32_t x = 0; x < nc; ++x, ++cx) {
                 const uint32_t slot = cx % NRAW, h = x % CT, st = kt & 1u;
+                if (h == 0u && x > 0u) { /* the next tile: shift the pages, load the one after */
+                    pg[0] = pg[1];
+                    pg[1] = pg[2];
+                    pg[2] = page_of(x / CT + 2u);
+                }
                 if (h == 0u && kt >= 2u) kl__mbar_wait(mb(B_KEMPTY + st), ((kt - 2u) >> 1) & 1u);
                 /* keep NRAW - 1 copies ahead of the one converted now */
-                if (issuer && x + NRAW - 1u < nc) issue(x + NRAW - 1u, cx + NRAW - 1u);
+                if (issuer && x + NRAW - 1u < nc)
+                    issue(x + NRAW - 1u, cx + NRAW - 1u, (x + NRAW - 1u) / CT == x / CT ? pg[0] : pg[1]);
                 kl__mbar_wait(mb(B_RAWFULL + slot), (cx / NRAW) & 1u);
-                int32_t page;
+                const int32_t page = pg[0];
                 uint32_t kb;
-                const uint32_t ntok = copy_tokens(x, &page, &kb);
+                const uint32_t ntok = copy_tokens(x, page, &kb);
                 const bool live = tok < ntok;
                 const uint32_t raw = sbase + OFF_RAW + slot * RAW + tok * TB;
                 const uint8_t *graw = live ? kv_cache + ((uint64_t)(uint32_t)page * page_size + kb % page_size + tok) * TB
@@ -362,9 +374,12 @@ mla_decode_attn_fp8_tma(KL_PARAMS_mla_decode_attn_fp8_tma) {
             kl__wgmma_commit();
             kl__wgmma_wait<0>();
             kl__wgmma_fence_operand(s_cur);
+            /* this tile's page, and the next one's loaded a tile ahead (an L2 round trip) */
+            int32_t pg_cur = tile_page(table_row, pc.t0 * BN, page_size, num_blocks), pg_next = -1;
             for (uint32_t j = 0; j < ntiles; ++j, ++kt) {
                 const uint32_t st = kt & 1u;
                 const uint32_t kb = (pc.t0 + j) * BN;
+                if (j + 1u < ntiles) pg_next = tile_page(table_row, kb + BN, page_size, num_blocks);
                 if (j + 1u < ntiles) { /* the next tile's S while this one's softmax runs */
                     kl__wgmma_fence_operand(s_nxt);
                     kl__mbar_wait(mb(B_KFULL + (st ^ 1u)), ((kt + 1u) >> 1) & 1u);
@@ -373,7 +388,7 @@ mla_decode_attn_fp8_tma(KL_PARAMS_mla_decode_attn_fp8_tma) {
                     kl__wgmma_commit();
                 }
                 /* ---- mask, the rows' maxima over the tile's 64 keys (4 warps) ---- */
-                const bool page_ok = tile_page(table_row, kb, page_size, num_blocks) >= 0;
+                const bool page_ok = pg_cur >= 0;
                 float mx[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
 #pragma unroll
                 for (uint32_t e = 0; e < 8u; ++e) {
@@ -458,6 +473,7 @@ mla_decode_attn_fp8_tma(KL_PARAMS_mla_decode_attn_fp8_tma) {
 #pragma unroll
                     for (uint32_t e = 0; e < 8u; ++e) s_cur[e] = s_nxt[e];
                 }
+                pg_cur = pg_next;
             }
             if (elected) kl__mbar_arrive(mb(B_QEMPTY)); /* the piece's S are done */
             ++n;

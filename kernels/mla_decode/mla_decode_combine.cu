@@ -29,7 +29,8 @@
  * splits a sequence gets a warp a whole row (one chunk: fewer, longer
  * warps, 6 us at batch 128 on an H100 where a warp a 64 columns took 9-12);
  * a sequence split ~130 ways gets its rows' slabs spread over 8 times the
- * warps. Loads go 8 (split, slab) pairs at a time. A sequence with one
+ * warps. Loads in flight: a split's slabs together, or (one slab a warp)
+ * 8 splits' at a time. A sequence with one
  * split exits at once. */
 
 #include "mla_decode_common.cuh"
@@ -40,6 +41,11 @@ constexpr uint32_t DV = MLA_HDIM - 64;
 constexpr uint32_t NSL = DV / 64; /* 64-column slabs of a row */
 static_assert(DV % 64 == 0, "a row is whole 64-column slabs");
 static_assert(KL_THREADS_mla_decode_combine == 128 && KL_THREADS_mla_decode_combine_pdl == 128, "4 warps, a row each");
+
+/* Two floats of a partial row: 8 bytes where the workspace allows it. */
+__device__ __forceinline__ float2 load2(const float *o, bool vec) {
+    return vec ? *reinterpret_cast<const float2 *>(o) : make_float2(o[0], o[1]);
+}
 
 __device__ __forceinline__ void combine(const int32_t *sched, const float *workspace, __nv_bfloat16 *out, float *lse,
                                         uint32_t batch, uint32_t s_q, uint32_t h_q, uint32_t head_dim,
@@ -91,35 +97,40 @@ __device__ __forceinline__ void combine(const int32_t *sched, const float *works
         const float wk = lk == -INFINITY ? 0.0f : expf(lk - m);
         wsum += wk;
         const uint32_t cnt = n - k0 < 32u ? n - k0 : 32u;
-        /* (split, slab) pairs 8 at a time, loads first: 8 independent loads in flight */
-        for (uint32_t i0 = 0; i0 < cnt * ns; i0 += 8u) {
-            float w[8];
-            float2 v[8];
+        if (ns == 1u) {
+            /* one slab (a sequence split many ways): 8 splits' loads in flight at a time */
+            for (uint32_t j0 = 0; j0 < cnt; j0 += 8u) {
+                float w[8];
+                float2 v[8];
 #pragma unroll
-            for (uint32_t j = 0; j < 8u; ++j) {
-                const uint32_t i = i0 + j, k = i / ns, sl = s0 + i % ns;
-                w[j] = __shfl_sync(0xffffffffu, wk, k & 31u);
-                v[j] = make_float2(0.0f, 0.0f);
-                if (i < cnt * ns && w[j] != 0.0f) { /* a split that saw nothing: its row is zeros */
-                    const float *o = mla_decode__ws_o(ws, slot0 + k0 + k, rows, DV, r) + 64u * sl + 2u * lane;
-                    if (vec_in) {
-                        v[j] = *reinterpret_cast<const float2 *>(o);
-                    } else {
-                        v[j].x = o[0];
-                        v[j].y = o[1];
-                    }
+                for (uint32_t j = 0; j < 8u; ++j) {
+                    w[j] = __shfl_sync(0xffffffffu, wk, (j0 + j) & 31u);
+                    v[j] = make_float2(0.0f, 0.0f);
+                    if (j0 + j < cnt && w[j] != 0.0f) /* a split that saw nothing: its row is zeros */
+                        v[j] = load2(mla_decode__ws_o(ws, slot0 + k0 + j0 + j, rows, DV, r) + 64u * s0 + 2u * lane,
+                                     vec_in);
+                }
+#pragma unroll
+                for (uint32_t j = 0; j < 8u; ++j) {
+                    acc[0][0] = fmaf(w[j], v[j].x, acc[0][0]);
+                    acc[0][1] = fmaf(w[j], v[j].y, acc[0][1]);
                 }
             }
+        } else {
+            /* several slabs (few splits): a split's slabs' loads in flight together */
+            for (uint32_t j = 0; j < cnt; ++j) {
+                const float w = __shfl_sync(0xffffffffu, wk, j);
+                if (w == 0.0f) continue;
+                const float *o = mla_decode__ws_o(ws, slot0 + k0 + j, rows, DV, r) + 2u * lane;
+                float2 v[NSL];
 #pragma unroll
-            for (uint32_t j = 0; j < 8u; ++j) {
-                const uint32_t i = i0 + j;
-                if (i >= cnt * ns) break;
+                for (uint32_t q = 0; q < NSL; ++q)
+                    v[q] = q < ns ? load2(o + 64u * (s0 + q), vec_in) : make_float2(0.0f, 0.0f);
 #pragma unroll
-                for (uint32_t q = 0; q < NSL; ++q) /* the slab's accumulator, by a compile-time index */
-                    if (q == i % ns) {
-                        acc[q][0] = fmaf(w[j], v[j].x, acc[q][0]);
-                        acc[q][1] = fmaf(w[j], v[j].y, acc[q][1]);
-                    }
+                for (uint32_t q = 0; q < NSL; ++q) {
+                    acc[q][0] = fmaf(w, v[q].x, acc[q][0]);
+                    acc[q][1] = fmaf(w, v[q].y, acc[q][1]);
+                }
             }
         }
     }
