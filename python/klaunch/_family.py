@@ -267,10 +267,19 @@ class Family:
         """The exception of a status the library returned."""
         return E.error(status, _decode(self.lib.kl__py_last_error_message()))
 
+    def launcher(self, name, function):
+        """The launcher called `name`; any other name is refused
+        (InvalidArgumentError), listing the family's launchers."""
+        L = self.by_name.get(name) if isinstance(name, str) else None
+        if L is None:
+            raise E.fail(E.BY_NAME["KL_ERROR_INVALID_ARGUMENT"], function, "%s has no launcher %r (its launchers: %s)"
+                         % (self.name, name, ", ".join(self.by_name)))
+        return L
+
     def kernel_params(self, launcher):
         """[(name, kind, offset, size)] of a launcher's kernel arguments, as
         its kl_X_params[] says (kind: KL_PARAM_* value)."""
-        i = self.by_name[launcher].index
+        i = self.launcher(launcher, "%s.kernel_params" % self.module_name).index
         out, j = [], 0
         name, kind, offset, size = ctypes.c_char_p(), ctypes.c_int(), ctypes.c_uint32(), ctypes.c_uint32()
         while self.lib.kl__py_param(i, j, ctypes.byref(name), ctypes.byref(kind), ctypes.byref(offset),
@@ -399,9 +408,10 @@ class Family:
         if image is None and name is None:
             raise E.fail(E.BY_NAME["KL_ERROR_INVALID_ARGUMENT"], function, "%s has variants %s: name one" % (
                 self.name, ", ".join(self.variants)))
-        status = 0
-        if launch_status is not None:
-            status = launch_status if isinstance(launch_status, int) else E.error_class(launch_status).code
+        capacity = _setting(function, "capacity", capacity, "size_t", 0, 2 ** (8 * ctypes.sizeof(ctypes.c_size_t)) - 1)
+        max_threads = _setting(function, "max_threads", max_threads, "uint32_t", 0, 2 ** 32 - 1)
+        max_dynamic_shared = _setting(function, "max_dynamic_shared", max_dynamic_shared, "uint32_t", 0, 2 ** 32 - 1)
+        status = 0 if launch_status is None else _status_setting(function, launch_status)
         backend = ctypes.c_void_p()
         st = self.lib.kl__py_record_open(capacity, ctypes.byref(backend))
         if st:
@@ -683,6 +693,35 @@ class Family:
             return self._load(device, name, None, "%s.%s" % (self.module_name, L.name))
 
 
+def _setting(function, name, value, c_type, lo, hi):
+    """An integer setting of load_record(), refused (naming it) unless an int
+    its C type holds: ctypes would wrap it silently (2**64 -> 0, -1 ->
+    4294967295)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise E.fail(E.ArgumentTypeError, function, "%s must be an int, got %s" % (name, type(value).__name__))
+    if not lo <= value <= hi:
+        raise E.fail(E.BY_NAME["KL_ERROR_OVERFLOW"], function, "%s = %d does not fit %s (%d..%d)"
+                     % (name, value, c_type, lo, hi))
+    return value
+
+
+def _status_setting(function, status):
+    """load_record()'s launch_status: a status name or code of KL_STATUS_LIST."""
+    names = ", ".join(n for n, _ in E.STATUSES)
+    if isinstance(status, str):
+        if status not in E.BY_NAME and status != "KL_SUCCESS":
+            raise E.fail(E.BY_NAME["KL_ERROR_INVALID_ARGUMENT"], function, "launch_status %r is no klaunch status "
+                         "(the statuses: %s)" % (status, names))
+        return E.BY_NAME[status].code if status in E.BY_NAME else 0
+    if isinstance(status, bool) or not isinstance(status, int):
+        raise E.fail(E.ArgumentTypeError, function, "launch_status must be a status name or code, got %s"
+                     % type(status).__name__)
+    if not 0 <= status < len(E.STATUSES):
+        raise E.fail(E.BY_NAME["KL_ERROR_OVERFLOW"], function, "launch_status = %d is no klaunch status code "
+                     "(0..%d: %s)" % (status, len(E.STATUSES) - 1, names))
+    return status
+
+
 class Module:
     """One loaded module of a family: a variant's fatbin on one CUDA device,
     or a recording backend's metadata. Launch through it with module=mod,
@@ -722,7 +761,7 @@ class Module:
         """None when kl_<launcher>_get succeeded in this module, else the
         exception it gave (e.g. UnsupportedError for a wgmma kernel on a
         GPU other than sm_90a)."""
-        i = self.family.by_name[launcher].index
+        i = self.family.launcher(launcher, "Module.kernel_status").index
         failed = self._failed[i]
         return None if failed is None else E.error(*failed)
 

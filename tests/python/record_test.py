@@ -529,6 +529,69 @@ class CChecks(unittest.TestCase):
             self.skipTest("a CUDA driver is here")
 
 
+class Settings(unittest.TestCase):
+    """Module.kernel_status() and load_record()'s settings (issue 44): a name
+    that names nothing, or an integer its C type cannot hold, is a klaunch
+    refusal naming the setting and the value, never a KeyError from inside
+    the library nor a value ctypes wraps."""
+
+    def test_kernel_status_of_a_name_that_is_no_launcher_is_refused_naming_it_and_the_launchers(self):
+        mod = pd.load_record("gqa8_d128")
+        with self.assertRaises(klaunch.InvalidArgumentError) as e:
+            mod.kernel_status("nope")
+        self.assertIn("Module.kernel_status: paged_decode has no launcher 'nope'", str(e.exception))
+        self.assertIn("paged_decode_attn_bf16, paged_decode_attn_fp8", str(e.exception))
+        self.assertNotIsInstance(e.exception, KeyError)
+        with self.assertRaises(klaunch.InvalidArgumentError):
+            mod.kernel_status(None)
+        self.assertIsNone(mod.kernel_status("paged_decode_attn_bf16"))
+
+    def test_load_record_launch_status_that_is_no_status_is_refused_naming_it_and_the_statuses(self):
+        with self.assertRaises(klaunch.InvalidArgumentError) as e:
+            pd.load_record("gqa8_d128", launch_status="KL_NOPE")
+        self.assertIn("load_record: launch_status 'KL_NOPE' is no klaunch status", str(e.exception))
+        self.assertIn("KL_ERROR_LAUNCH_FAILED", str(e.exception))
+        count = len(klaunch._errors.STATUSES)
+        for bad in (-1, count, 2**32):
+            with self.assertRaises(klaunch.OverflowError) as e:
+                pd.load_record("gqa8_d128", launch_status=bad)
+            self.assertIn("launch_status = %d is no klaunch status code (0..%d" % (bad, count - 1), str(e.exception))
+        with self.assertRaises(klaunch.ArgumentTypeError):
+            pd.load_record("gqa8_d128", launch_status=1.0)
+        # Every valid name and code is taken: KL_SUCCESS (0) launches; the last code fails every launch.
+        launch(pd.load_record("gqa8_d128", launch_status="KL_SUCCESS"))
+        launch(pd.load_record("gqa8_d128", launch_status=0))
+        last = klaunch.error_class(count - 1)
+        with self.assertRaises(last):
+            launch(pd.load_record("gqa8_d128", launch_status=count - 1))
+
+    def test_load_record_integer_settings_outside_their_c_type_are_refused_naming_setting_value_and_range(self):
+        size_max = 2 ** (8 * struct.calcsize("N")) - 1
+        cases = [("capacity", 2**64, "size_t (0..%d)" % size_max), ("capacity", -1, "size_t (0..%d)" % size_max),
+                 ("max_threads", -1, "uint32_t (0..4294967295)"), ("max_threads", 2**32, "uint32_t (0..4294967295)"),
+                 ("max_dynamic_shared", -1, "uint32_t (0..4294967295)"),
+                 ("max_dynamic_shared", 2**32, "uint32_t (0..4294967295)")]
+        for setting, value, c_range in cases:
+            with self.subTest(setting=setting, value=value):
+                with self.assertRaises(klaunch.OverflowError) as e:
+                    pd.load_record("gqa8_d128", **{setting: value})
+                self.assertIn("load_record: %s = %d does not fit %s" % (setting, value, c_range), str(e.exception))
+        for setting in ("capacity", "max_threads", "max_dynamic_shared"):
+            for bad in (True, 1.0, "8"):
+                with self.assertRaises(klaunch.ArgumentTypeError) as e:
+                    pd.load_record("gqa8_d128", **{setting: bad})
+                self.assertIn("%s must be an int" % setting, str(e.exception))
+        # The ends of each range are taken and mean what they say.
+        mod = pd.load_record("gqa8_d128", max_threads=2**32 - 1, max_dynamic_shared=2**32 - 1, capacity=1)
+        launch(mod)
+        with self.assertRaises(klaunch.CapacityError):
+            launch(mod)
+        with self.assertRaises(klaunch.BlockLimitError):  # 256 threads a block, the kernels' limit set to 0
+            launch(pd.load_record("gqa8_d128", max_threads=0))
+        with self.assertRaises(klaunch.CapacityError):
+            launch(pd.load_record("gqa8_d128", capacity=0))
+
+
 class Keywords(unittest.TestCase):
     """Every launcher of every family called with its parameters by the
     spec's names, as keywords in any order (mixed with positional ones, as a
