@@ -483,6 +483,7 @@ static inline int kl__kernel_ok(const kl_kernel *kernel, const kl_kernel_desc *d
 #if defined(__unix__) || defined(__APPLE__)
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #ifndef O_CLOEXEC
@@ -510,11 +511,25 @@ static KL__THREAD_LOCAL kl_status kl__last_status;
  * one callback with another's user pointer. */
 static kl_error_callback kl__callback;
 static void *kl__callback_user;
+/* A waiter gives its core away at once: the holder may be a thread the
+ * scheduler took off the core (more threads than cores, or a sanitizer's
+ * slow path), and spinning out the time slice would only keep it waiting. */
+#if defined(__unix__) || defined(__APPLE__)
+#define KL__CALLBACK_LOCK_WAIT() ((void)sched_yield())
+#elif defined(_WIN32)
+__declspec(dllimport) int __stdcall SwitchToThread(void); /* <windows.h>'s, declared alike */
+#define KL__CALLBACK_LOCK_WAIT() ((void)SwitchToThread())
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && !defined(__STDC_NO_THREADS__) && \
+    !defined(__cplusplus)
+#include <threads.h>
+#define KL__CALLBACK_LOCK_WAIT() thrd_yield()
+#else
+#define KL__CALLBACK_LOCK_WAIT() ((void)0)
+#endif
 #if defined(__GNUC__) || defined(__clang__)
 static unsigned char kl__callback_lock_flag;
 static void kl__callback_lock(void) {
-    while (__atomic_test_and_set(&kl__callback_lock_flag, __ATOMIC_ACQUIRE)) {
-    }
+    while (__atomic_test_and_set(&kl__callback_lock_flag, __ATOMIC_ACQUIRE)) KL__CALLBACK_LOCK_WAIT();
 }
 static void kl__callback_unlock(void) { __atomic_clear(&kl__callback_lock_flag, __ATOMIC_RELEASE); }
 #elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && !defined(__STDC_NO_ATOMICS__) && \
@@ -522,8 +537,7 @@ static void kl__callback_unlock(void) { __atomic_clear(&kl__callback_lock_flag, 
 #include <stdatomic.h>
 static atomic_flag kl__callback_lock_flag = ATOMIC_FLAG_INIT;
 static void kl__callback_lock(void) {
-    while (atomic_flag_test_and_set_explicit(&kl__callback_lock_flag, memory_order_acquire)) {
-    }
+    while (atomic_flag_test_and_set_explicit(&kl__callback_lock_flag, memory_order_acquire)) KL__CALLBACK_LOCK_WAIT();
 }
 static void kl__callback_unlock(void) { atomic_flag_clear_explicit(&kl__callback_lock_flag, memory_order_release); }
 #else
