@@ -972,9 +972,11 @@ kl_status kl_module_load(kl_backend *backend, const void *image, size_t size, kl
 /* Reads `path` whole into a malloc'ed buffer with one NUL byte past its
  * `*len` bytes. Refuses what is not a regular file (asked without blocking:
  * open(O_NONBLOCK) returns at once on a FIFO with no writer, where fopen
- * would wait for one), an empty file and one larger than
- * KL_MODULE_FILE_MAX_BYTES, before reading a byte; every message names the
- * path. */
+ * would wait for one) and one larger than KL_MODULE_FILE_MAX_BYTES, before
+ * reading a byte; a file stat sizes as 0 after reading one byte (empty, or a
+ * pseudo-file such as /proc/self/maps, whose size stat does not know); a file
+ * whose first byte is NUL (zeros: no image starts so) after reading its first
+ * block, not the whole. Every message names the path. */
 static kl_status kl__check_file_size(const char *path, uint64_t len) {
     if (len == 0)
         return kl__fail(KL_ERROR_INVALID_IMAGE,
@@ -1025,6 +1027,27 @@ static kl_status kl__read_file(const char *path, char **out, size_t *out_len) {
                         kl__file_kind(sb.st_mode));
     }
     len = sb.st_size > 0 ? (uint64_t)sb.st_size : 0u;
+    if (len == 0) {
+        /* Empty, or a pseudo-file (procfs, sysfs) that stat sizes as 0 and
+         * that reads as text made when read: one byte tells them apart. */
+        char probe;
+        ssize_t n;
+        int e;
+        do {
+            n = read(fd, &probe, 1);
+        } while (n < 0 && errno == EINTR);
+        e = errno;
+        close(fd);
+        if (n > 0)
+            return kl__fail(KL_ERROR_FILE_IO,
+                            "kl_module_load_file: '%s' is a file whose size stat gives as 0 but that has content (a "
+                            "procfs or sysfs file?), not a module image: a fatbin is a regular file of known size",
+                            path);
+        if (n < 0)
+            return kl__fail(KL_ERROR_FILE_IO, "kl_module_load_file: reading '%s' (a file stat sizes as 0): %s", path,
+                            strerror(e));
+        return kl__check_file_size(path, 0);
+    }
     st = kl__check_file_size(path, len);
     if (st != KL_SUCCESS) {
         close(fd);
@@ -1038,7 +1061,9 @@ static kl_status kl__read_file(const char *path, char **out, size_t *out_len) {
                         path);
     }
     while (got < (size_t)len + 1) {
-        const ssize_t n = read(fd, buf + got, (size_t)len + 1 - got);
+        /* The first block alone, to look at its first byte before the rest. */
+        const size_t want = (size_t)len + 1 - got, first = 4096;
+        const ssize_t n = read(fd, buf + got, got == 0 && want > first ? first : want);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) {
             const int e = errno;
@@ -1047,6 +1072,18 @@ static kl_status kl__read_file(const char *path, char **out, size_t *out_len) {
             return kl__fail(KL_ERROR_FILE_IO, "kl_module_load_file: reading '%s': %s", path, strerror(e));
         }
         if (n == 0) break;
+        if (got == 0 && buf[0] == '\0') {
+            /* A fatbin starts with its magic (0x50 first), a cubin with 0x7f
+             * 'E' 'L' 'F', PTX and module metadata with text: nothing this
+             * loads starts with a NUL byte. Refused before reading the rest
+             * (a sparse file of the cap's size would be read whole). */
+            close(fd);
+            free(buf);
+            return kl__fail(KL_ERROR_INVALID_IMAGE,
+                            "kl_module_load_file: '%s' (%llu bytes) starts with a NUL byte: not a fatbin (magic "
+                            "0xBA55ED50), cubin (ELF), PTX or module metadata text (a file of zeros?)",
+                            path, (unsigned long long)len);
+        }
         got += (size_t)n;
     }
     close(fd);

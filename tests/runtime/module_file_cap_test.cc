@@ -52,4 +52,26 @@ TEST(ModuleFileCap, TheCapIsOverridableAndInclusive) {
     std::remove(over.c_str());
 }
 
+// Issue 44, defect 4: a file of exactly the cap that no loader takes (its
+// first byte NUL) is refused from its first block, naming the path and what
+// is wrong; one a byte past the cap from stat, unread, whatever it holds.
+TEST(ModuleFileCap, AFileOfTheCapsSizeStartingWithNulIsRefusedAsNoImageAndOnePastTheCapFromStat) {
+    kl_record records[1];
+    kl_record_backend rb;
+    kl_record_backend_init(&rb, records, 1);
+    kl_module mod;
+    const std::string zeros = write_file("zeros.bin", std::string(2048, '\0'));
+    ASSERT_FALSE(zeros.empty());
+    EXPECT_EQ(kl_module_load_file(&rb.base, zeros.c_str(), &mod), KL_ERROR_INVALID_IMAGE);
+    std::string msg = kl_last_error_message();
+    EXPECT_NE(msg.find("'" + zeros + "' (2048 bytes) starts with a NUL byte"), std::string::npos) << msg;
+    const std::string past = write_file("past.bin", std::string(2049, '\0'));
+    ASSERT_FALSE(past.empty());
+    EXPECT_EQ(kl_module_load_file(&rb.base, past.c_str(), &mod), KL_ERROR_FILE_IO);
+    msg = kl_last_error_message();
+    EXPECT_NE(msg.find("is 2049 bytes, more than KL_MODULE_FILE_MAX_BYTES (2048)"), std::string::npos) << msg;
+    std::remove(zeros.c_str());
+    std::remove(past.c_str());
+}
+
 }  // namespace

@@ -103,6 +103,36 @@ TEST_F(ModuleFile, RefusesAFileLargerThanTheCapBeforeReadingIt) {
     std::remove(path.c_str());
 }
 
+// Issue 44, defect 4: /proc/self/maps is a regular file to stat, of size 0,
+// yet reads as text; it was refused as "empty (was the fatbin built without
+// a CUDA toolkit?)", which is not what is wrong with it.
+TEST_F(ModuleFile, RefusesAPseudoFileThatStatSizesAsZeroButHasContentNotAsEmpty) {
+    struct stat sb;
+    if (stat("/proc/self/maps", &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size != 0)
+        GTEST_SKIP() << "no /proc/self/maps of size 0 here";
+    expect_refused("/proc/self/maps", KL_ERROR_FILE_IO,
+                   "is a file whose size stat gives as 0 but that has content (a procfs or sysfs file?), not a "
+                   "module image");
+    EXPECT_EQ(std::string(kl_last_error_message()).find("empty"), std::string::npos) << kl_last_error_message();
+}
+
+// Issue 44, defect 4: a file of exactly the cap is within it, but one that
+// no loader takes (zeros) was read whole, 1 GiB in seconds, before being
+// refused; its first block says enough. A sparse file of zeros the cap's size.
+TEST_F(ModuleFile, RefusesAFileOfZerosTheCapsSizeFromItsFirstBlockWithoutReadingItWhole) {
+    const std::string path = dir + "/zeros.fatbin";
+    const int fd = open(path.c_str(), O_CREAT | O_WRONLY, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(ftruncate(fd, static_cast<off_t>(KL_MODULE_FILE_MAX_BYTES)), 0) << std::strerror(errno);
+    close(fd);
+    const auto start = std::chrono::steady_clock::now();
+    expect_refused(path, KL_ERROR_INVALID_IMAGE,
+                   "(1073741824 bytes) starts with a NUL byte: not a fatbin (magic 0xBA55ED50), cubin (ELF), PTX or "
+                   "module metadata text");
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+    std::remove(path.c_str());
+}
+
 TEST_F(ModuleFile, RefusesAnEmptyFileNamingIt) {
     const std::string path = dir + "/empty.fatbin";
     std::FILE *f = std::fopen(path.c_str(), "wb");
