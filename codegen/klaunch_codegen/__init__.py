@@ -9,6 +9,6 @@ PyYAML and Jinja2 themselves, so the CLI can report a missing one cleanly.
 __version__ = "0.1.0"
 
 # The runtime ABI (include/klaunch/klaunch.h KL_RUNTIME_ABI) the output targets.
-RUNTIME_ABI = 3
+RUNTIME_ABI = 4
 
 REGENERATE_COMMAND = "./bazelw run //:generate"

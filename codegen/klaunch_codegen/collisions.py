@@ -166,6 +166,8 @@ def _exprs(launcher):
         tmap = getattr(p.type, "tmap", None) if p.type is not None else None
         if tmap is not None:
             out += tmap.box
+        if p.extent is not None:
+            out += p.extent.parts
     return out
 
 

@@ -167,7 +167,11 @@ class CheckView:
     def __init__(self, launcher, check, resolver):
         self.check = check
         self.index = check.index
-        self.what = check.what
+        # A buffer's size check names the buffer ("buffer workspace"): the
+        # runtime then says how much it holds and needs (kl__fail_check).
+        buffer = getattr(check, "buffer", None)
+        self.what = "buffer " + buffer if buffer else check.what
+        self.needed_c = ex.to_c(check.expr.tree.operands[1], resolver)[0] if buffer else None
         self.text = check.text
         self.message = check.message
         self.line, self.col = check.pos
@@ -227,6 +231,24 @@ class TensorMapView:
                 + ["uint64_t stride%d" % i for i in range(1, self.rank)])
 
 
+class ExtentView:
+    """One declared extent: its kl_extent_info entry and the C that computes it."""
+
+    def __init__(self, launcher, index, param, by_check, resolver):
+        x = param.extent
+        self.index = index
+        self.name = param.name
+        self.arg = launcher.kernel_params.index(param)
+        self.elem_bytes = schema.ELEM_BYTES[param.type.elem]
+        self.kind = x.kind
+        self.text = x.text
+        self.unknown = x.unknown
+        self.check = by_check[id(param.extent_check)] if param.extent_check is not None else None
+        self.rows_c, self.rows_temps = ex.to_c(x.rows.tree, resolver) if x.kind == "rows" else (None, 0)
+        self.rows_text = x.rows.text if x.kind == "rows" else None
+        self.c_type = param.type.c
+
+
 _GRID_LIMIT = {"x": "KL__GRID_X_MAX", "y": "KL__GRID_YZ_MAX", "z": "KL__GRID_YZ_MAX"}
 _BLOCK_LIMIT = {"x": "KL__BLOCK_XY_MAX", "y": "KL__BLOCK_XY_MAX", "z": "KL__BLOCK_Z_MAX"}
 _AXIS = {"x": 0, "y": 1, "z": 2}
@@ -284,17 +306,30 @@ class LauncherView:
         # Only checks evaluated in C declare kl__err and the temporaries: a
         # grid or block value the generator folded is stored as a literal
         # (macros.j2 sized()); shared memory is always evaluated.
-        emitted = [c for c in self.checks if c.value is None or c.what == "shared_bytes"]
+        emitted = [c for c in self.checks if (c.value is None or c.what == "shared_bytes") and c.check.extent is None]
         self.uses_err = any(c.can_fail for c in emitted)
         self.temps = ["kl__t%d" % i for i in range(max([c.temps for c in emitted] + [0]))]
         read = set()
         for c in launcher.checks:
             read.update(c.args)
-        # prepare() takes what it checks: pointers (NULL), tensor maps and what expressions read.
-        self.prepare_params = [p for p in launcher.params if p.type.is_pointer or p.type.is_tensor_map or p.name in read]
+        # prepare() takes what it checks: pointers (NULL, unless nullable), tensor maps and what expressions read.
+        self.prepare_params = [p for p in launcher.params if (p.type.is_pointer and not p.nullable) or p.type.is_tensor_map
+                               or p.name in read]
         self.tensor_maps = [TensorMapView(launcher, p, r) for p in launcher.params if p.type.is_tensor_map]
         self.unchecked_params = [p for p in launcher.params if p not in self.prepare_params]
-        self.pointers = [p for p in launcher.params if p.type.is_pointer]
+        self.pointers = [p for p in launcher.params if p.type.is_pointer and not p.nullable]
+        # Declared extents: the table, the private evaluator's parameters
+        # (the scalars they read), what it declares.
+        self.extents = [ExtentView(launcher, i, p, by_check, r) for i, p in enumerate(launcher.extents)]
+        ext_read = []
+        for p in launcher.extents:
+            ext_read += [n for n in p.extent.names if n not in ext_read]
+        self.extent_params = [p for p in launcher.params if p.name in ext_read]
+        self.extent_reads_consts = any(n in launcher.const_names for n in ext_read)
+        computed = [x.check for x in self.extents if x.check is not None]
+        self.extent_uses_err = any(c.can_fail for c in computed)
+        self.extent_uses_v = any(x.rows_c is not None or x.check.can_fail for x in self.extents if x.check is not None)
+        self.extent_temps = ["kl__t%d" % i for i in range(max([c.temps for c in computed] + [x.rows_temps for x in self.extents] + [0]))]
         self.bools = [p for p in launcher.kernel_params if p.type.name == "bool"]
         # Only extents that can be 0 at run time need the empty-grid test.
         self.zero_grid_axes = [i for a, i, c in self.grid if c is not None and c.value is None]
@@ -421,13 +456,41 @@ class PyParamView:
         self.c_arg = arg.format(name=self.name, ctype=param.type.c.strip())
         self.spec_type = param.type.spec
         self.doc = param.doc
+        self.nullable = param.nullable
+        # The declared extent: (text, the names it reads, a function of the
+        # arguments a and the variant's constants c, or None where data
+        # bounds it), for the runtime's check of each tensor's span.
+        self.extent = None
+        x = param.extent
+        self.extent_text = None if x is None else ("extent " + x.text) if x.kind != "unknown" else "extent unknown: " + x.unknown
+        if x is not None:
+            index = {q.name: i for i, q in enumerate(launcher.params)}
+            r = LauncherResolver(launcher)
+
+            def ref(b):
+                return "a[%d]" % index[b.name] if b.kind == "param" else "c[%s]" % py_string(b.name)
+
+            if x.kind == "unknown":
+                fn = "None"
+            elif x.kind == "expr":
+                fn = "lambda a, c: %s" % ex.to_python(x.expr.tree, r, ref)
+            else:
+                full = param.extent_check.expr.tree
+                fn = "lambda a, c: 0 if %s == 0 else %s" % (ex.to_python(x.rows.tree, r, ref), ex.to_python(full, r, ref))
+            self.extent = "(%s, (%s), %s)" % (py_string(x.text if x.kind != "unknown" else x.unknown),
+                                              "".join(py_string(n) + ", " for n in x.names), fn)
 
     def table_entry(self):
-        """The runtime's Param(name, kind, element, const, layout, line, col[, rank])."""
+        """The runtime's Param(name, kind, element, const, layout, line, col[, rank[, nullable, extent]])."""
+        tail = ""
+        if self.nullable or self.extent:
+            tail = ", %s, %s, %s" % (self.rank or "None", "True" if self.nullable else "False", self.extent or "None")
+        elif self.rank:
+            tail = ", %d" % self.rank
         return "(%s, %s, %s, %s, %s, %d, %d%s)" % (
             py_string(self.name), py_string(self.kind), py_string(self.elem) if self.elem else "None",
             "True" if self.const else "False", py_string(self.layout) if self.layout else "None", self.line, self.col,
-            ", %d" % self.rank if self.rank else "")
+            tail)
 
 
 class PyTensorMapView:
@@ -473,7 +536,7 @@ class PyLauncherView:
         # variants fit a launch (the runtime picks among those); the C
         # launcher makes every check again.
         self.fits = [(c.text, ex.to_python(c.expr.tree, r, ref)) for c in l.preconditions
-                     if any(n in r.const_index for n in c.args)]
+                     if any(n in r.const_index for n in c.args) and c.buffer is None]
         by_name = {t.name: t for t in view.tensor_maps}
         self.maps = [PyTensorMapView(l, i, p, by_name[p.name]) for i, p in enumerate(l.params) if p.type.is_tensor_map]
 
@@ -577,6 +640,7 @@ def _environment():
         wrap_list=wrap_list,
         wrap_lines=wrap_lines,
         c_decl=c_decl,
+        prefix=lambda text, pre: pre + text,
         cuda_decl=cuda_decl,
         c_int=c_int,
         c_not=ex.c_not,

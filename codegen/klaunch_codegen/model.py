@@ -105,9 +105,53 @@ class Type:
 
 
 
+class Extent:
+    """A pointer's declared extent (schema.EXTENT_KEYS): `kind` is "expr"
+    (one expression of elements), "rows" ((rows - 1) * stride + width, or 0
+    when rows is 0) or "unknown" (data the host does not see bounds it;
+    `unknown` says what)."""
+
+    def __init__(self, kind, pos, expr=None, rows=None, stride=None, width=None, unknown=None):
+        self.kind = kind
+        self.pos = pos
+        self.expr = expr  # Expr, for "expr"
+        self.rows, self.stride, self.width = rows, stride, width  # Expr each, for "rows"
+        self.unknown = unknown  # text, for "unknown"
+
+    @property
+    def parts(self):
+        return [self.expr] if self.kind == "expr" else [self.rows, self.stride, self.width] if self.kind == "rows" else []
+
+    @property
+    def names(self):
+        out = []
+        for e in self.parts:
+            out += [n for n in e.names if n not in out]
+        return out
+
+    @property
+    def text(self):
+        """What messages show: the expression, or the rows form written out."""
+        if self.kind == "expr":
+            return self.expr.text
+        if self.kind == "rows":
+            return "(%s - 1) * %s + %s" % (_grouped(self.rows), _grouped(self.stride), _grouped(self.width))
+        return "unknown: " + self.unknown
+
+
+def _grouped(e):
+    return e.text if isinstance(e.tree, (ex.Num, ex.Name, ex.Call)) else "(%s)" % e.text
+
+
 class Param:
     def __init__(self, name, ptype, launch_only, doc, pos, layout=None):
         self.name = name
+        # Pointers: the declared extent (Extent) or None, and whether NULL
+        # (Python: None) is accepted (`nullable: true`).
+        self.extent = None
+        self.extent_node = None  # the YAML node, until validate.py reads it
+        self.extent_check = None  # its Check (the launcher's table), for a computable extent
+        self.nullable = False
         self.type = ptype
         self.launch_only = launch_only
         self.doc = doc
@@ -141,9 +185,11 @@ class Check:
         self.pos = pos
         self.args = args  # names read, in order of first appearance
         self.status = status  # preconditions: KL_ERROR_PRECONDITION or KL_ERROR_VARIANT_MISMATCH
+        self.buffer = None  # preconditions: the pointer a `SIZE >= NEEDED` check sizes (`buffer:`)
         self.text = expr.text if expr is not None else None
         self.index = None
         self.value = None  # int when the expression reads nothing (checked here)
+        self.extent = None  # model.Extent, for an "extent of P" entry
 
 
 class Launcher:
@@ -162,6 +208,7 @@ class Launcher:
         self.max_dynamic_shared = 0  # bytes the kernel opts in to when loaded; 0: the 48 KiB default
         self.max_dynamic_shared_expr = None  # Expr as written, or None
         self.preconditions = []
+        self.extent_checks = []  # Check per computable extent, in parameter order (finish())
         self.const_names = []
         # launch_attributes: cluster (x, y, z) or None; the two flags; where
         # the mapping is (for runtime messages).
@@ -194,7 +241,13 @@ class Launcher:
         out.append(self.block_threads)
         if self.shared is not None:
             out.append(self.shared)
+        out += self.extent_checks
         return out
+
+    @property
+    def extents(self):
+        """The pointer parameters that declare an extent, in parameter order."""
+        return [p for p in self.params if p.extent is not None]
 
 
 class Variant:

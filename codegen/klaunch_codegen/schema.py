@@ -24,6 +24,8 @@ C_ELEM = {
     "u8": "uint8_t",
     "void": "void",
 }
+# Bytes of one element, as extents count them (void: bytes).
+ELEM_BYTES = {"bf16": 2, "f16": 2, "fp8_e4m3": 1, "f32": 4, "i32": 4, "u32": 4, "u8": 1, "void": 1}
 CUDA_SCALAR = {"u32": "uint32_t", "u64": "uint64_t", "i32": "int32_t", "f32": "float", "bool": "uint32_t"}
 CUDA_ELEM = {
     "bf16": "__nv_bfloat16",
@@ -81,7 +83,15 @@ TOP_KEYS = ("family", "doc", "variants", "launchers")
 VARIANT_KEYS = ("doc", "constants")
 LAUNCHER_KEYS = ("name", "entry", "doc", "params", "grid", "block", "shared_bytes", "max_dynamic_shared", "preconditions", "launch_attributes", "arch")
 ATTRIBUTE_KEYS = ("cluster", "programmatic_serialization", "cooperative")
-PARAM_KEYS = ("name", "type", "launch_only", "layout", "doc", "tensor_map")
+PARAM_KEYS = ("name", "type", "launch_only", "layout", "doc", "tensor_map", "extent", "nullable")
+# A pointer's `extent`: the elements the kernel may touch through it, as an
+# expression of the launcher's integer parameters and the variant constants,
+# or rows a stride apart ({rows, stride, width}: (rows - 1) * stride + width
+# elements, 0 when rows is 0), or {unknown: <what bounds it>} where data the
+# host does not see decides it (a paged cache read through a block table).
+EXTENT_ROWS_KEYS = ("rows", "stride", "width")
+EXTENT_UNKNOWN_KEY = "unknown"
+EXTENT_KEYS = EXTENT_ROWS_KEYS + (EXTENT_UNKNOWN_KEY,)
 # How a pointer parameter's tensor must be laid out for the Python launchers
 # to pass it (they see shapes and strides; C sees an address): every element
 # dense in row-major order (the default), every dimension but the first dense
@@ -92,7 +102,8 @@ DEFAULT_LAYOUT = "contiguous"
 # arch: sm_<N> with an optional a (arch-specific) or f (family-specific) suffix.
 ARCH_PATTERN = r"^sm_[0-9]{2,3}[af]?$"
 DIM_KEYS = ("x", "y", "z")
-PRE_KEYS = ("check", "message")
+PRE_KEYS = ("check", "message", "buffer")
+PRE_REQUIRED = ("check", "message")  # buffer: the pointer a `SIZE >= NEEDED` check sizes
 
 REQUIRED_HINTS = {
     "family": "add family: <file stem>",

@@ -19,7 +19,7 @@ import stat
 from . import expr as ex
 from .names import header_name_problem
 from .launch_checks import LaunchChecks
-from .model import Check, Expr, Launcher, Param, Spec, TensorMap, Type, Variant
+from .model import Check, Expr, Extent, Launcher, Param, Spec, TensorMap, Type, Variant
 from .schema import (
     TENSOR_MAP,
     TENSOR_MAP_BOX_MAX,
@@ -34,6 +34,9 @@ from .schema import (
     C_KEYWORDS,
     CXX_KEYWORDS,
     DIM_KEYS,
+    EXTENT_KEYS,
+    EXTENT_ROWS_KEYS,
+    EXTENT_UNKNOWN_KEY,
     GRID_LIMITS,
     INT64_MAX,
     INT64_MIN,
@@ -45,6 +48,7 @@ from .schema import (
     PARAM_KEYS,
     POINTER_ELEMENTS,
     PRE_KEYS,
+    PRE_REQUIRED,
     PY_KEYWORDS,
     PY_LAUNCH_KEYWORDS,
     PY_MODULE_NAMES,
@@ -524,6 +528,9 @@ class _Validator(LaunchChecks):
             self.launch_attributes(f["launch_attributes"][1], launcher, label)
         if "arch" in f:
             self.arch(f["arch"][1], launcher, label)
+        for p in launcher.params:
+            if p.extent_node is not None:
+                p.extent = self.extent(p, label, resolver)
         self.tensor_map_boxes(launcher, label, spec)
         self.limits(launcher, label)
         self.shared_fits(launcher, label, spec)
@@ -533,12 +540,14 @@ class _Validator(LaunchChecks):
         used = set()
         for c in launcher.preconditions + list(launcher.grid.values()) + list(launcher.block.values()) + ([launcher.shared] if launcher.shared else []):
             used.update(c.args)
+        for p in launcher.extents:
+            used.update(p.extent.names)
         for p in launcher.params:
             if p.launch_only and p.type is not None and not p.type.is_pointer and not p.type.is_tensor_map and p.name not in used:
                 self.err(
                     p.pos,
                     "launch-only parameter '%s' of %s is not used" % (p.name, label),
-                    "no grid, block, shared_bytes or precondition reads it; use it, or pass it to the kernel (drop launch_only)",
+                    "no grid, block, shared_bytes, precondition or extent reads it; use it, or pass it to the kernel (drop launch_only)",
                 )
         if name is None or self.failed:
             return launcher if name is not None else None
@@ -577,6 +586,7 @@ class _Validator(LaunchChecks):
             type_node, launch_only, doc, pos = vnode, False, "", node_pos(knode)
             tmap_node = None
             layout_node = None
+            extent_node = nullable_node = None
         else:
             where = "in a parameter of %s" % label
             f = self.fields(node, where, PARAM_KEYS, ("name", "type"))
@@ -594,6 +604,8 @@ class _Validator(LaunchChecks):
             pos = node_pos(f["name"][1]) if "name" in f else node_pos(node)
             tmap_node = f["tensor_map"] if "tensor_map" in f else None
             layout_node = f["layout"][1] if "layout" in f else None
+            extent_node = f["extent"] if "extent" in f else None
+            nullable_node = f["nullable"] if "nullable" in f else None
         ptype = None
         if type_text is not None:
             ptype, problem = parse_type(type_text)
@@ -620,7 +632,74 @@ class _Validator(LaunchChecks):
         layout = self.layout(layout_node, name, ptype) if layout_node is not None else None
         # Kept even when its type is bad, so expressions naming it do not
         # add an 'unknown name' to the report.
-        return Param(name, ptype, launch_only, doc, pos, layout)
+        param = Param(name, ptype, launch_only, doc, pos, layout)
+        for key, knode in (("extent", extent_node), ("nullable", nullable_node)):
+            if knode is not None and ptype is not None and not ptype.is_pointer:
+                self.err(node_pos(knode[0]), "parameter '%s' is a %s; %s applies to pointer parameters" % (name, ptype.spec, key),
+                         "drop %s: %s" % (key, "a scalar or tensor map has no buffer to bound" if key == "extent" else
+                                          "only a device pointer can be NULL"))
+                if key == "extent":
+                    extent_node = None
+                else:
+                    nullable_node = None
+        if nullable_node is not None:
+            vnode = nullable_node[1]
+            if not is_scalar(vnode) or vnode.tag != BOOL:
+                self.err(node_pos(vnode), "nullable of parameter '%s' must be true or false, got %s" % (
+                    name, ("'%s'" % vnode.value) if is_scalar(vnode) and vnode.value else kind_of(vnode)),
+                    "write nullable: true for a pointer that may be NULL (None in Python)")
+            else:
+                param.nullable = scalar_bool(vnode)
+        param.extent_node = extent_node[1] if extent_node is not None else None
+        return param
+
+    def extent(self, p, label, resolver):
+        """p.extent from its `extent:` node (scalars and constants known), or
+        None after reporting."""
+        node = p.extent_node
+        what = "extent of parameter '%s'" % p.name
+        pos = node_pos(node)
+        if is_mapping(node):
+            f = self.fields(node, "in %s" % what, EXTENT_KEYS, ())
+            if EXTENT_UNKNOWN_KEY in f:
+                others = [k for k in EXTENT_ROWS_KEYS if k in f]
+                if others:
+                    self.err(node_pos(f[others[0]][0]), "%s gives both unknown and %s" % (what, others[0]),
+                             "unknown: says data bounds it; drop it, or drop rows, stride and width")
+                    return None
+                text = self.text(f[EXTENT_UNKNOWN_KEY][1], "unknown of %s" % what)
+                if text is None:
+                    return None
+                if not text.strip():
+                    self.err(node_pos(f[EXTENT_UNKNOWN_KEY][1]), "unknown of %s is blank" % what,
+                             "say what bounds it, e.g. block_tables' entries are below the cache's block count")
+                    return None
+                return Extent("unknown", pos, unknown=" ".join(text.split()))
+            missing = [k for k in EXTENT_ROWS_KEYS if k not in f]
+            if missing:
+                if len(f) == len(node.value):  # not again for a key reported misspelt
+                    self.err(pos, "%s lacks %s" % (what, " and ".join(missing)),
+                             "rows a stride apart are {rows: R, stride: S, width: W}: (R - 1) * S + W elements")
+                return None
+            parts = [self.expression(f[k][1], "%s of %s" % (k, what), label, resolver, ex.INT, node.flow_style) for k in EXTENT_ROWS_KEYS]
+            if any(e is None for e in parts):
+                return None
+            return Extent("rows", pos, rows=parts[0], stride=parts[1], width=parts[2])
+        if is_sequence(node):
+            self.err(pos, "%s must be an expression or a mapping, got a list" % what,
+                     "write extent: n, extent: {rows: R, stride: S, width: W} or extent: {unknown: ...}")
+            return None
+        e = self.expression(node, what, label, resolver, ex.INT)
+        if e is None:
+            return None
+        if not e.names:
+            try:
+                ex.evaluate(e.tree, {})
+            except ex.EvalError as err:
+                self.err(e.pos, "%s = %s %s" % (what, e.text, "overflows 64 bits" if err.status == "overflow" else "divides by zero"),
+                         "fix the arithmetic")
+                return None
+        return Extent("expr", e.pos, expr=e)
 
     def layout(self, node, name, ptype):
         """The `layout` of pointer parameter `name`, or None after reporting."""
@@ -829,7 +908,7 @@ class _Validator(LaunchChecks):
         what = "precondition %d" % number
         if not self.want_mapping(item, "%s of %s" % (what, label)):
             return
-        f = self.fields(item, "in %s of %s" % (what, label), PRE_KEYS, PRE_KEYS)
+        f = self.fields(item, "in %s of %s" % (what, label), PRE_KEYS, PRE_REQUIRED)
         message = self.text(f["message"][1], "message of %s" % what) if "message" in f else None
         if "check" not in f:
             return
@@ -839,9 +918,35 @@ class _Validator(LaunchChecks):
         if not e.names:
             self.err(e.pos, "%s reads no parameter or constant" % what, "it is always true or always false; remove it")
             return
+        buffer = self.buffer_of(f["buffer"][1], e, what, launcher, label, resolver) if "buffer" in f else None
+        if "buffer" in f and buffer is None:
+            return
         reads_const = any(resolver(n).kind == "const" for n in e.names)
-        status = "KL_ERROR_VARIANT_MISMATCH" if reads_const else "KL_ERROR_PRECONDITION"
-        launcher.preconditions.append(Check("precondition", e, message, e.pos, e.names, status))
+        # A buffer too small for the launch is the caller's error in every
+        # variant, never a sign that another variant fits.
+        status = "KL_ERROR_VARIANT_MISMATCH" if reads_const and buffer is None else "KL_ERROR_PRECONDITION"
+        c = Check("precondition", e, message, e.pos, e.names, status)
+        c.buffer = buffer
+        launcher.preconditions.append(c)
+
+    def buffer_of(self, node, e, what, launcher, label, resolver):
+        """`buffer: P` of a precondition: P is a pointer parameter and the
+        check reads `SIZE >= NEEDED`, SIZE an integer parameter (its size as
+        the caller gives it), so a refusal can say how much P holds and
+        needs. The name, or None (reported)."""
+        pointers = [p.name for p in launcher.params if p.type.is_pointer]
+        if not is_scalar(node) or node.tag != STR or node.value not in pointers:
+            got = "'%s'" % node.value if is_scalar(node) else kind_of(node)
+            self.err(node_pos(node), "buffer of %s of %s must name a pointer parameter, got %s" % (what, label, got),
+                     "expected one of %s" % ", ".join(pointers) if pointers else "the launcher has no pointer parameter")
+            return None
+        t = e.tree
+        if not (isinstance(t, ex.Compare) and t.ops == [">="] and isinstance(t.operands[0], ex.Name)
+                and resolver(t.operands[0].name).kind == "param"):
+            self.err(e.pos, "%s sizes buffer %s, so it must read SIZE >= NEEDED with SIZE a parameter" % (what, node.value),
+                     "e.g. workspace_bytes >= 4 * num_seqs * head_dim")
+            return None
+        return node.value
 
     def sized(self, node, what, label, resolver, flow=False):
         e = self.expression(node, what, label, resolver, ex.INT, flow)
@@ -888,6 +993,20 @@ class _Validator(LaunchChecks):
             args += [n for n in c.args if n not in args]
         launcher.block_threads = Check("block", None, None, launcher.block_pos, args)
         launcher.block_threads.text = " * ".join(parts)
+        for p in launcher.extents:
+            x = p.extent
+            if x.kind == "unknown":
+                continue
+            if x.kind == "expr":
+                e = x.expr
+            else:
+                # (rows - 1) * stride + width; the launcher skips it when rows is 0.
+                tree = ex.BinOp("+", ex.BinOp("*", ex.BinOp("-", x.rows.tree, ex.Num(1, 0), 0), x.stride.tree, 0), x.width.tree, 0)
+                e = Expr(x.text, None, x.pos, tree)
+            c = Check("extent of %s" % p.name, e, None, x.pos, e.names)
+            c.extent = x
+            p.extent_check = c
+            launcher.extent_checks.append(c)
         for i, c in enumerate(launcher.checks):
             c.index = i
             if c.expr is not None:

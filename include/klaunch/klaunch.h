@@ -47,7 +47,7 @@
 #include <stdint.h>
 
 /* Generated headers refuse to compile against another runtime ABI. */
-#define KL_RUNTIME_ABI 3
+#define KL_RUNTIME_ABI 4
 
 #ifndef KL_MAX_CONSTS
 #define KL_MAX_CONSTS 8
@@ -165,6 +165,21 @@ typedef struct kl_launch_attributes {
     uint32_t line, col;  /* position of launch_attributes in the spec */
 } kl_launch_attributes;
 
+/* A pointer parameter's extent (the spec's `extent`, docs/DESIGN.md): the
+ * elements the kernel may touch through it, counted from the pointer. The
+ * launcher computes each for the launch's scalars (kl_launch.extents); an
+ * extent that data the host does not see bounds (a paged cache addressed
+ * through its block table) is KL_EXTENT_UNKNOWN, and `unknown` says what
+ * bounds it. */
+#define KL_EXTENT_UNKNOWN UINT64_MAX
+typedef struct kl_extent_info {
+    const char *param;   /* the pointer parameter's name */
+    uint32_t arg;        /* its index in desc->params (pointers are kernel arguments) */
+    uint32_t elem_bytes; /* bytes of one element (void and u8: 1) */
+    uint32_t check;      /* its entry in desc->checks (expression, position), or UINT32_MAX when unknown */
+    const char *unknown; /* for an unknown extent, what bounds it; NULL otherwise */
+} kl_extent_info;
+
 /* Everything the generator knows about one launcher. */
 typedef struct kl_kernel_desc {
     const char *launcher;  /* C name without the kl_ prefix */
@@ -186,6 +201,10 @@ typedef struct kl_kernel_desc {
      * wgmma), or NULL: kl_kernel_get refuses a module whose loaded image
      * was compiled for another (its metadata's cuda_arch line). */
     const char *arch;
+    /* The declared extents of its pointer parameters, in parameter order
+     * (those whose spec gives `extent`). */
+    const kl_extent_info *extents;
+    uint32_t num_extents;
 } kl_kernel_desc;
 
 /* ---- modules, kernels, backends --------------------------------------- */
@@ -236,6 +255,11 @@ typedef struct kl_launch {
     kl_stream stream;
     void **args; /* one pointer per kernel argument, as cuLaunchKernel takes them */
     const kl_launch_attributes *attributes; /* the desc's; NULL: a plain launch */
+    /* Elements each declared extent comes to for this launch, one per
+     * kernel->desc->extents entry (KL_EXTENT_UNKNOWN where data bounds it);
+     * NULL when the desc declares none. The emulator limits each pointer to
+     * its extent; the recording backend keeps them. */
+    const uint64_t *extents;
 } kl_launch;
 
 typedef struct kl_func_attrs {
@@ -622,7 +646,7 @@ int kl__desc_same(const kl_kernel_desc *a, const kl_kernel_desc *b) {
         !kl__str_same(a->family, b->family) || !kl__str_same(a->spec_hash, b->spec_hash) ||
         a->num_params != b->num_params || a->param_bytes != b->param_bytes || a->num_checks != b->num_checks ||
         a->num_consts != b->num_consts || a->max_dynamic_shared != b->max_dynamic_shared ||
-        !kl__str_same(a->arch, b->arch))
+        !kl__str_same(a->arch, b->arch) || a->num_extents != b->num_extents)
         return 0;
     for (i = 0; i < a->num_params; i++) {
         const kl_param_info *p = &a->params[i], *q = &b->params[i];
@@ -729,6 +753,14 @@ kl_status kl__fail_check(const kl_kernel_desc *desc, kl_status status, uint32_t 
                                 "[%s:%u:%u]",
                         desc->launcher, c->what, c->expr, negative, args, desc->spec_file, (unsigned)c->line,
                         (unsigned)c->col);
+    }
+    if (status == KL_ERROR_PRECONDITION && has_value && strncmp(c->what, "buffer ", 7) == 0 && c->num_args > 0) {
+        /* A buffer's size check (the spec's `buffer:`), SIZE >= NEEDED: SIZE is
+         * its first argument, `value`; NEEDED is `limit`. */
+        return kl__fail(status, "kl_%s: %s is too small: %s = %llu, %llu needed (`%s`; %s)%s%s [%s:%u:%u]",
+                        desc->launcher, c->what + 7, c->arg_names[0], (unsigned long long)value,
+                        (unsigned long long)limit, c->expr, args, c->message ? ": " : "",
+                        c->message ? c->message : "", desc->spec_file, (unsigned)c->line, (unsigned)c->col);
     }
     if (status == KL_ERROR_PRECONDITION || status == KL_ERROR_VARIANT_MISMATCH) {
         return kl__fail(status, "kl_%s: precondition `%s` does not hold (%s)%s%s [%s:%u:%u]", desc->launcher,

@@ -41,7 +41,7 @@
 
 /* The ABI between a library and python/klaunch/_family.py (which checks it):
  * the kl__py_* functions, kl__py_record_view and the kl__X_py signatures. */
-#define KL_PYTHON_ABI 1
+#define KL_PYTHON_ABI 2
 
 #if defined(__GNUC__) || defined(__clang__)
 #define KL__PY_EXPORT __attribute__((visibility("default")))
@@ -90,6 +90,8 @@ typedef struct kl__py_record_view {
     uint32_t arg_bytes;
     uint64_t stream;
     const unsigned char *args;
+    uint32_t num_extents;     /* the launch's declared extents, in its desc's order */
+    const uint64_t *extents;
 } kl__py_record_view;
 
 typedef kl_status (*kl__py_get_fn)(kl_kernel *kernel, const kl_module *module);
@@ -197,6 +199,8 @@ KL__PY_EXPORT int kl__py_record_get(const kl__py_backend *b, size_t i, kl__py_re
     out->arg_bytes = r->arg_bytes;
     out->stream = (uint64_t)(uintptr_t)r->stream;
     out->args = r->args;
+    out->num_extents = r->num_extents;
+    out->extents = r->extents;
     return 1;
 }
 

@@ -32,6 +32,7 @@
  *
  * OVERRIDABLE MACROS
  *   KL_RECORD_ARG_BYTES  parameter buffer bytes kept per launch (default 512)
+ *   KL_RECORD_EXTENTS    declared extents kept per launch (default 16)
  *
  * ERROR REPORTING
  *   As klaunch.h: a status, and the message in kl_last_error_message().
@@ -45,6 +46,9 @@
 
 #ifndef KL_RECORD_ARG_BYTES
 #define KL_RECORD_ARG_BYTES 512
+#endif
+#ifndef KL_RECORD_EXTENTS
+#define KL_RECORD_EXTENTS 16
 #endif
 
 #ifdef __cplusplus
@@ -63,6 +67,11 @@ typedef struct kl_record {
     uint32_t attribute_flags; /* KL_LAUNCH_* */
     uint32_t arg_bytes;                      /* desc->param_bytes */
     unsigned char args[KL_RECORD_ARG_BYTES]; /* argument i's bytes at desc->params[i].offset, padding zero; bytes past arg_bytes unspecified */
+    /* The launch's declared extents in elements, extents[i] for
+     * desc->extents[i] (KL_EXTENT_UNKNOWN where data bounds it);
+     * kl_record_extent() finds one by parameter name. */
+    uint32_t num_extents;
+    uint64_t extents[KL_RECORD_EXTENTS];
 } kl_record;
 
 typedef struct kl_record_backend {
@@ -82,6 +91,9 @@ typedef struct kl_record_backend {
     kl_status tensor_map_status; /* encode returns this when not KL_SUCCESS, encoding nothing (default KL_SUCCESS) */
 } kl_record_backend;
 
+/* The recorded extent of pointer parameter `param` (elements, or
+ * KL_EXTENT_UNKNOWN) in *out: 1, or 0 when its spec declares none. */
+int kl_record_extent(const kl_record *r, const char *param, uint64_t *out);
 /* Records go to storage[0 .. capacity); the defaults above are set. */
 void kl_record_backend_init(kl_record_backend *rb, kl_record *storage, size_t capacity);
 /* Forgets the records (count = 0); settings are kept. */
@@ -179,6 +191,9 @@ static kl_status kl__record_launch(const kl_backend *be, const kl_launch *launch
     if (desc->param_bytes > KL_RECORD_ARG_BYTES)
         return kl__fail(KL_ERROR_CAPACITY, "kl_%s: %u parameter bytes exceed KL_RECORD_ARG_BYTES (%u)",
                         desc->launcher, (unsigned)desc->param_bytes, (unsigned)KL_RECORD_ARG_BYTES);
+    if (desc->num_extents > KL_RECORD_EXTENTS)
+        return kl__fail(KL_ERROR_CAPACITY, "kl_%s: %u declared extents exceed KL_RECORD_EXTENTS (%u)", desc->launcher,
+                        (unsigned)desc->num_extents, (unsigned)KL_RECORD_EXTENTS);
     /* Check the whole layout before writing, so a refused launch leaves no
      * half-written record behind. */
     for (i = 0; i < desc->num_params; i++) {
@@ -207,6 +222,8 @@ static kl_status kl__record_launch(const kl_backend *be, const kl_launch *launch
     r->arg_bytes = desc->param_bytes;
     for (i = 0; i < desc->num_params; i++)
         memcpy(r->args + desc->params[i].offset, launch->args[i], desc->params[i].size);
+    r->num_extents = launch->extents != NULL ? desc->num_extents : 0u;
+    for (i = 0; i < r->num_extents; i++) r->extents[i] = launch->extents[i];
     rb->count++;
     return KL_SUCCESS;
 }
@@ -253,6 +270,18 @@ void kl_record_backend_init(kl_record_backend *rb, kl_record *storage, size_t ca
 }
 
 void kl_record_backend_clear(kl_record_backend *rb) { rb->count = 0; }
+
+int kl_record_extent(const kl_record *r, const char *param, uint64_t *out) {
+    uint32_t i;
+    if (r == NULL || r->desc == NULL || param == NULL) return 0;
+    for (i = 0; i < r->num_extents && i < r->desc->num_extents; i++) {
+        if (strcmp(r->desc->extents[i].param, param) == 0) {
+            if (out != NULL) *out = r->extents[i];
+            return 1;
+        }
+    }
+    return 0;
+}
 
 static const char *kl__record_variant_list(const kl_variant_info *variants, char *buf, size_t cap) {
     size_t n = 0;

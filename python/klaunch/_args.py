@@ -318,6 +318,19 @@ def _dense(shape, strides, first):
     return True
 
 
+def span(shape, strides):
+    """Elements from a tensor's address to one past the last its strides
+    reach (0 for an empty tensor; a negative stride reaches back, not on)."""
+    n = 1
+    for d in shape:
+        if d == 0:
+            return 0
+        n *= d
+    if strides is None:
+        return n
+    return 1 + sum((d - 1) * s for d, s in zip(shape, strides) if s > 0)
+
+
 def layout_problem(t, layout):
     """None when tensor t has the layout, else what is wrong."""
     if layout == "any" or t.strides is None or 0 in t.shape:

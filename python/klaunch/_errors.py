@@ -12,7 +12,7 @@ Every class derives from klaunch.Error and carries .status (the name),
 full message, e.g. kl_last_error_message(); also str(error)). A few also
 derive from the built-in exception of the same meaning (BUILTIN_BASES).
 The checks only Python can make (element type, address alignment, device,
-layout, writability, Python argument types) raise subclasses of
+layout, writability, extent, Python argument types) raise subclasses of
 InvalidArgumentError and NullPointerError (PYTHON_CHECKS).
 """
 
@@ -137,9 +137,12 @@ AlignmentError = _python_check("AlignmentError", _invalid, None,
 ReadOnlyError = _python_check("ReadOnlyError", _invalid, None,
                               "A read-only tensor for a pointer the kernel writes through.")
 NoneArgumentError = _python_check("NoneArgumentError", BY_NAME["KL_ERROR_NULL_POINTER"], None,
-                                  "None for a pointer parameter.")
+                                  "None for a pointer parameter that is not nullable.")
+ExtentError = _python_check("ExtentError", _invalid, None,
+                            "A tensor whose strides reach fewer elements than its pointer's declared extent (the "
+                            "spec's `extent`) needs for the launch's scalars: the kernel would touch memory past it.")
 PYTHON_CHECKS = ("ArgumentTypeError", "DtypeError", "DeviceError", "AlignmentError", "LayoutError", "ReadOnlyError",
-                 "NoneArgumentError")
+                 "NoneArgumentError", "ExtentError")
 
 
 def error(code, message):

@@ -35,7 +35,7 @@ import threading
 from . import _args as A
 from . import _errors as E
 
-ABI = 1  # klaunch/python_abi.h KL_PYTHON_ABI
+ABI = 2  # klaunch/python_abi.h KL_PYTHON_ABI
 
 # Spec kind -> the ctypes type of kl__X_py()'s parameter (the generator's
 # emit.PY_C_PARAM has the same keys and the C types).
@@ -65,16 +65,21 @@ class _RecordView(ctypes.Structure):
         ("arg_bytes", ctypes.c_uint32),
         ("stream", ctypes.c_uint64),
         ("args", ctypes.POINTER(ctypes.c_ubyte)),
+        ("num_extents", ctypes.c_uint32),
+        ("extents", ctypes.POINTER(ctypes.c_uint64)),
     ]
 
 
 class Record(tuple):
     """One launch a recording module kept: launcher, entry, grid, block,
-    shared_bytes, stream, cluster, attribute_flags and args (the kernel's
-    parameter buffer, bytes as the kernel would read them)."""
+    shared_bytes, stream, cluster, attribute_flags, args (the kernel's
+    parameter buffer, bytes as the kernel would read them) and extents
+    ({pointer parameter: elements its declared extent came to}, None where
+    data bounds it)."""
 
     __slots__ = ()
-    _fields = ("launcher", "entry", "grid", "block", "shared_bytes", "stream", "cluster", "attribute_flags", "args")
+    _fields = ("launcher", "entry", "grid", "block", "shared_bytes", "stream", "cluster", "attribute_flags", "args",
+               "extents")
 
     def __new__(cls, *values):
         return tuple.__new__(cls, values)
@@ -116,11 +121,13 @@ class TensorMap:
 
 class Param:
     __slots__ = ("name", "kind", "element", "const", "layout", "line", "col", "rank", "spec_type", "convert", "pointer",
-                 "site", "encode")
+                 "site", "encode", "nullable", "extent")
 
-    def __init__(self, name, kind, element, const, layout, line, col, rank=None):
+    def __init__(self, name, kind, element, const, layout, line, col, rank=None, nullable=False, extent=None):
         self.name, self.kind, self.element, self.const, self.layout = name, kind, element, const, layout
         self.line, self.col, self.rank = line, col, rank
+        self.nullable = nullable  # None passes NULL (the spec's nullable: true)
+        self.extent = extent  # (text, names read, fn(a, c) or None where data bounds it), or None: not declared
         self.spec_type = ("%s%s*" % ("const " if const else "", element)) if kind == "ptr" else kind
         self.convert = None
         self.pointer = None
@@ -139,6 +146,9 @@ class Launcher:
         self.function = "kl_" + name
         self.fn = None  # kl__X_py, once the library is loaded
         self.index = None
+        # (position, Param) of the pointers that declare an extent, in the
+        # C desc's order (parameter order): what the span check and Record read.
+        self.extents = tuple((i, p) for i, p in enumerate(self.params) if p.extent is not None)
 
 
 def _decode(b):
@@ -525,9 +535,13 @@ class Family:
         tensor_type = torch.Tensor if torch is not None else None
         dtypes = A._torch_dtypes
         maps = []
+        spans = [None] * len(args) if L.extents else None  # elements each tensor's strides reach
         for i, p in enumerate(L.params):
             a = args[i]
             pa = p.pointer
+            if a is None and p.nullable:
+                values[i] = 0  # NULL: the kernel reads no memory through it
+                continue
             if pa is None:
                 if p.kind != "tensor_map":
                     values[i] = p.convert(a)
@@ -544,13 +558,14 @@ class Family:
                 # else goes the general way below (which says what is wrong).
                 d = a.get_device()
                 if d >= 0 and (d == device or device is None) and (
-                        pa.element == "void" or dtypes.get(a.dtype) == pa.element) and (
-                        pa.layout == "any" or a.is_contiguous()):
+                        pa.element == "void" or dtypes.get(a.dtype) == pa.element) and a.is_contiguous():
                     ptr = a.data_ptr()
                     if not ptr % pa.align:
                         if device is None:
                             device, first = d, p.name
                         values[i] = ptr
+                        if spans is not None:
+                            spans[i] = a.numel()
                         continue
             site = pa.site
             if a is None:
@@ -570,6 +585,8 @@ class Family:
                 raise site.fail(E.DeviceError, "is in %s memory; the kernel reads device memory: move it to the GPU "
                                 "(e.g. t.cuda())" % t.device_type)
             values[i] = t.address
+            if spans is not None:
+                spans[i] = A.span(t.shape, t.strides)
         if device is None:
             device = A.device_index(None, function)
         if stream_device is not None and stream_device != device:
@@ -590,10 +607,38 @@ class Family:
                     raise site.fail(E.DeviceError, "at 0x%x is not memory the CUDA driver knows" % t.address)
                 if ordinal.value != device:
                     raise site.fail(E.DeviceError, "is on cuda:%d; the launch is on cuda:%d" % (ordinal.value, device))
+        if spans is not None:
+            self._check_extents(L, values, spans, module)
         kernel = module._kernel(index)
         st = L.fn(kernel, 1 if check_only else 0, *values, handle)
         if st:
             raise self.error(st)
+
+    def _check_extents(self, L, values, spans, module):
+        """Each tensor's span (the elements its strides reach) against its
+        pointer's declared extent for these scalars and the module's
+        variant: ExtentError naming the parameter, the elements needed, the
+        expression and the elements given. An extent past 64 bits is left
+        to the C launcher, which refuses it (OverflowError, naming the
+        extent and its spec position) before launching."""
+        consts = module.constants
+        for i, p in L.extents:
+            given = spans[i]
+            text, names, fn = p.extent
+            if given is None or fn is None:
+                continue  # None for a nullable pointer, or data bounds it
+            try:
+                need = fn(values, consts)
+            except Exception:  # _expr.Fail: past 64 bits (or negative): the C launcher refuses it, naming it
+                continue
+            if given < need:
+                raise p.site.fail(E.ExtentError, "needs %d elements (its extent %s = %d with %s); the tensor's strides "
+                                  "reach %d" % (need, text, need, self._reads(L, names, values, consts), given))
+
+    @staticmethod
+    def _reads(L, names, values, consts):
+        return ", ".join("%s = %s" % (n, values[L.positions[n]] if n in L.positions else consts.get(n, "?"))
+                         for n in names)
 
     def _map_arg(self, L, p, a, device):
         """A TensorMap argument of tensor-map parameter p."""
@@ -773,9 +818,15 @@ class Module:
         view = _RecordView()
         for i in range(self._lib.kl__py_record_count(self._backend)):
             self._lib.kl__py_record_get(self._backend, i, ctypes.byref(view))
+            L = self.family.by_name.get(_decode(view.launcher))
+            names = [p.name for _, p in L.extents] if L is not None else []
+            extents = {}
+            for j in range(min(view.num_extents, len(names))):
+                v = view.extents[j]
+                extents[names[j]] = None if v == (1 << 64) - 1 else v
             out.append(Record(_decode(view.launcher), _decode(view.entry), tuple(view.grid), tuple(view.block),
                               view.shared_bytes, view.stream, tuple(view.cluster), view.attribute_flags,
-                              ctypes.string_at(view.args, view.arg_bytes)))
+                              ctypes.string_at(view.args, view.arg_bytes), extents))
         return out
 
     def clear_records(self):

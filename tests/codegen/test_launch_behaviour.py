@@ -20,7 +20,8 @@ import unittest
 
 import codegen_test_support as support
 
-CASES = ["minimal", "launch_only_bool", "variants_constants", "grid3d_shared", "all_launch_only", "launch_attributes", "arch"]
+CASES = ["minimal", "launch_only_bool", "variants_constants", "grid3d_shared", "all_launch_only", "launch_attributes", "arch",
+         "extents"]
 STRICT = ["-Wall", "-Wextra", "-Werror", "-pedantic"]
 GCC = support.tool("gcc")
 GXX = support.tool("g++")
@@ -66,6 +67,40 @@ class LaunchBehaviourTest(unittest.TestCase):
     @unittest.skipUnless(NVCC, "nvcc is not installed")
     def test_through_nvcc(self):
         self.build_and_run(NVCC, ["-x", "cu", "-std=c++17", "-Xcompiler", "-Wall,-Wextra,-Werror"])
+
+
+class ByNameTest(unittest.TestCase):
+    """kl_X_args with C99 designated initializers: every parameter by its
+    spec name; a name the launcher does not have is a compile error naming
+    it (what a swapped or misspelt argument becomes when called by name)."""
+
+    PROGRAM = (
+        '#define KLAUNCH_IMPLEMENTATION\n#include "klaunch/gather.h"\n'
+        "int call(const kl_kernel *k, const float *t, const int32_t *i, float *o, uint32_t *s) {\n"
+        "    kl_gather_rows_args a = {.table = t, .idx = i, .out = o, .mask = NULL, .scratch = s,\n"
+        "                             .n = 5, .out_stride = 6, %s = 2};\n"
+        "    return (int)kl_gather_rows_call(k, &a, NULL);\n}\n")
+
+    def compile(self, field):
+        with tempfile.TemporaryDirectory() as tmp:
+            inc = golden_include_dir(tmp)
+            src = os.path.join(tmp, "by_name.c")
+            with open(src, "w") as f:
+                f.write(self.PROGRAM % field)
+            return run([GCC, "-std=c99"] + STRICT + ["-I", support.INCLUDE, "-I", inc, "-c", src, "-o",
+                                                      os.path.join(tmp, "by_name.o")])
+
+    @unittest.skipUnless(GCC, "gcc is not installed")
+    def test_the_spec_names_compile(self):
+        r = self.compile(".blocks")
+        self.assertEqual(r.returncode, 0, r.stdout)
+
+    @unittest.skipUnless(GCC, "gcc is not installed")
+    def test_an_unknown_name_is_a_compile_error_naming_it(self):
+        r = self.compile(".num_blocks")
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn("num_blocks", r.stdout)
+        self.assertIn("error", r.stdout)
 
 
 def variants_of(case):

@@ -126,14 +126,21 @@ class DLPackArray:
         return (self.device_type, self.device_id)
 
 
-def tensor(element, address, n=64, kind=None, device=0):
-    """A 1-D tensor of `n` elements at `address`: __cuda_array_interface__
-    where it has the element type (or kind='cai'), DLPack otherwise (or
-    kind='dlpack')."""
+def tensor(element, address, n=None, kind=None, device=0, shape=None):
+    """A 1-D tensor of `n` elements at `address` (or of `shape`; neither:
+    HUGE, which every declared extent fits, so a test of another check is
+    not refused for its size): __cuda_array_interface__ where it has the
+    element type (or kind='cai'), DLPack otherwise (or kind='dlpack')."""
     typestr, (code, bits), _ = ELEMENTS[element]
+    shape = shape or ((n,) if n is not None else HUGE)
     if kind == "cai" or (kind is None and typestr is not None):
-        return CudaArray(address, (n,), typestr, device=device)
-    return DLPackArray(address, (n,), code, bits, device_id=device)
+        return CudaArray(address, shape, typestr, device=device)
+    return DLPackArray(address, shape, code, bits, device_id=device)
+
+
+# A tensor no extent exceeds (2^64 elements; nothing is read): for tests of
+# what C checks, past Python's extent check.
+HUGE = (1 << 32, 1 << 32)
 
 
 def f32(x):

@@ -109,7 +109,7 @@ class Records(unittest.TestCase):
         self.assertEqual(q.streams, [0x77, 1])
 
     def test_legacy_dlpack_and_byte_offsets(self):
-        q = DLPackArray(Q, (64,), 4, 16, versioned=False, byte_offset=256)
+        q = DLPackArray(Q, (3, 4096), 4, 16, versioned=False, byte_offset=256)
         launch(self.mod, q=q)
         self.assertEqual(self.mod.records()[0].args[:8], struct.pack("<Q", Q + 256))
 
@@ -172,6 +172,80 @@ def refusal(test, cls, call, *args, **kwargs):
     return str(e.exception)
 
 
+class Extents(unittest.TestCase):
+    """Each tensor against its pointer's declared extent (the spec's
+    `extent`): paged_decode_attn_bf16 with 3 sequences of 32 heads of 128
+    needs q: (3 - 1) * q_stride + 32 * 128, output: 3 * 32 * 128 = 12288,
+    block_tables: 3 * 4 = 12, seq_lens: 3 elements; the caches are bounded
+    by the table's entries (not checked). Nothing is launched on a refusal."""
+
+    def setUp(self):
+        self.mod = pd.load_record("gqa8_d128")
+
+    def refused(self, cls, **over):
+        self.mod.clear_records()
+        msg = refusal(self, cls, launch, self.mod, **over)
+        self.assertEqual(self.mod.records(), [])
+        return msg
+
+    def sized(self, **over):
+        """decode_args with every tensor exactly as large as its extent."""
+        a = dict(q=tensor("bf16", Q, 3 * 4096), output=tensor("bf16", OUT, 12288),
+                 block_tables=tensor("i32", TABLES, 12), seq_lens=tensor("i32", LENS, 3))
+        a.update(over)
+        return a
+
+    def test_tensors_exactly_as_large_as_their_extents_launch(self):
+        launch(self.mod, **self.sized())
+        (r,) = self.mod.records()
+        self.assertEqual(r.extents, {"q": 12288, "k_cache": None, "v_cache": None, "output": 12288,
+                                     "block_tables": 12, "seq_lens": 3})
+
+    def test_a_tensor_one_element_short(self):
+        msg = self.refused(klaunch.ExtentError, **self.sized(output=tensor("bf16", OUT, 12287)))
+        self.assertEqual(msg, "KL_ERROR_INVALID_ARGUMENT: kl_paged_decode_attn_bf16: parameter output needs 12288 "
+                              "elements (its extent num_seqs * num_q_heads * head_dim = 12288 with num_seqs = 3, "
+                              "num_q_heads = 32, head_dim = 128); the tensor's strides reach 12287 "
+                              "[specs/paged_decode.yaml:34:16]")
+        self.assertIsInstance(klaunch.ExtentError("x"), klaunch.InvalidArgumentError)
+
+    def test_a_tensor_one_row_short(self):
+        msg = self.refused(klaunch.ExtentError, **self.sized(q=DLPackArray(Q, (2, 4096), 4, 16)))
+        self.assertIn("parameter q needs 12288 elements", msg)
+        self.assertIn("the tensor's strides reach 8192", msg)
+        self.refused(klaunch.ExtentError, **self.sized(block_tables=DLPackArray(TABLES, (2, 4), 0, 32)))
+
+    def test_a_strided_view_whose_last_row_ends_past_its_storage(self):
+        # Rows 4096 elements apart in the tensor, 4160 apart for the kernel
+        # (q_stride): its numel is 12288, its last row ends at 12288, the
+        # kernel's at (3 - 1) * 4160 + 4096 = 12416.
+        q = DLPackArray(Q, (3, 4096), 4, 16, strides=(4096, 1))
+        msg = self.refused(klaunch.ExtentError, **self.sized(q=q, q_stride=4160))
+        self.assertEqual(msg, "KL_ERROR_INVALID_ARGUMENT: kl_paged_decode_attn_bf16: parameter q needs 12416 elements "
+                              "(its extent (num_seqs - 1) * q_stride + (num_q_heads * head_dim) = 12416 with "
+                              "num_seqs = 3, q_stride = 4160, num_q_heads = 32, head_dim = 128); the tensor's strides "
+                              "reach 12288 [specs/paged_decode.yaml:31:16]")
+        # The same rows as a view of a wider buffer: its strides reach the kernel's last row.
+        launch(self.mod, **self.sized(q=DLPackArray(Q, (3, 4096), 4, 16, strides=(4160, 1)), q_stride=4160))
+
+    def test_check_only_reports_it_too(self):
+        self.mod.clear_records()
+        with self.assertRaises(klaunch.ExtentError):
+            pd.paged_decode_attn_bf16(**decode_args(**self.sized(seq_lens=tensor("i32", LENS, 2))), module=self.mod,
+                                      check_only=True)
+        self.assertEqual(self.mod.records(), [])
+
+    def test_an_extent_past_64_bits_is_the_c_launchers_overflow(self):
+        m = mla.load_record("deepseek_v4_flash")
+        t = tensor("bf16", Q)
+        with self.assertRaises(klaunch.OverflowError) as e:
+            # k_out: num_tokens * nkv * hd = (2^31 - 1) * 2^31 * (2^32 - 1)
+            mla.mla_kv_assemble_batched(t, t, t, t, 2**31 - 1, 2**31, 1, 0, 2**32 - 2, 2**32 - 1, 2**32 - 1, module=m)
+        self.assertIn("kl_mla_kv_assemble_batched: extent of k_out = num_tokens * nkv * hd overflows 64 bits "
+                      "(num_tokens = 2147483647, nkv = 2147483648, hd = 4294967295)", str(e.exception))
+        self.assertEqual(m.records(), [])
+
+
 class PythonChecks(unittest.TestCase):
     """What only Python can check: types, element types, devices, layouts,
     writability, ranges. Messages name the launcher, the parameter and its
@@ -189,7 +263,7 @@ class PythonChecks(unittest.TestCase):
     def test_none_for_a_pointer(self):
         msg = self.refused(klaunch.NoneArgumentError, k_cache=None)
         self.assertEqual(msg, "KL_ERROR_NULL_POINTER: kl_paged_decode_attn_bf16: parameter k_cache (const bf16*) is "
-                              "None; the kernel reads its memory [specs/paged_decode.yaml:32:9]")
+                              "None; the kernel reads its memory [specs/paged_decode.yaml:32:16]")
         self.assertIsInstance(klaunch.NoneArgumentError("x"), klaunch.NullPointerError)
 
     def test_a_null_address_is_the_c_launchers_refusal(self):
@@ -235,7 +309,7 @@ class PythonChecks(unittest.TestCase):
         launch(self.mod, v_cache=DLPackArray(V, (64,), 4, 16, device_type=13))  # managed memory is fine
         # An array that does not say its device: on a recording module there
         # is no driver to ask (on a GPU the driver is asked: gpu_test).
-        launch(self.mod, block_tables=CudaArray(TABLES, (8,), "<i4", device=None))
+        launch(self.mod, block_tables=CudaArray(TABLES, (12,), "<i4", device=None))
         self.assertEqual(len(self.mod.records()), 2)
 
     def test_tensors_of_one_launch_on_two_devices(self):
@@ -269,7 +343,8 @@ class PythonChecks(unittest.TestCase):
         self.refused(klaunch.LayoutError, block_tables=CudaArray(TABLES, (4,), "<i4", strides=(6,)))  # not whole elements
         # Size-1 dimensions and empty tensors have no stride to check.
         launch(self.mod, block_tables=CudaArray(TABLES, (3, 1, 4), "<i4", strides=(16, 996, 4)))
-        launch(self.mod, block_tables=CudaArray(TABLES, (0, 4), "<i4", strides=(4, 40)))
+        # (an empty table is 0 of the 12 elements 3 sequences need: for 0 sequences)
+        launch(self.mod, num_seqs=0, block_tables=CudaArray(TABLES, (0, 4), "<i4", strides=(4, 40)))
 
     def test_read_only_tensors(self):
         msg = self.refused(klaunch.ReadOnlyError, output=DLPackArray(OUT, (64,), 4, 16, flags=1))
@@ -279,7 +354,7 @@ class PythonChecks(unittest.TestCase):
         del args["output"]
         msg = refusal(self, klaunch.ReadOnlyError, pd.paged_decode_split_bf16, **args, module=self.mod)
         self.assertIn("parameter workspace (f32*) is read-only (from __cuda_array_interface__)", msg)
-        launch(self.mod, block_tables=CudaArray(TABLES, (8,), "<i4", readonly=True))  # const: reading is fine
+        launch(self.mod, block_tables=CudaArray(TABLES, (12,), "<i4", readonly=True))  # const: reading is fine
 
     def test_objects_that_are_not_tensors(self):
         for bad, text in (([1, 2], "must be a device tensor (torch.Tensor, or an object with __cuda_array_interface__ "
@@ -311,8 +386,8 @@ class PythonChecks(unittest.TestCase):
                               "[specs/paged_decode.yaml:31:16]")
         # Exactly 2^64 would reach the kernel as NULL; just below it is an address.
         self.refused(klaunch.ArgumentTypeError, q=DLPackArray(2**64 - 2, (64,), 4, 16, byte_offset=2))
-        launch(self.mod, q=DLPackArray(2**64 - 512, (64,), 4, 16, byte_offset=256))
-        self.assertEqual(self.mod.records()[0].args[:8], struct.pack("<Q", 2**64 - 256))
+        launch(self.mod, q=DLPackArray(2**64 - 2**16, (3, 4096), 4, 16, byte_offset=256))
+        self.assertEqual(self.mod.records()[0].args[:8], struct.pack("<Q", 2**64 - 2**16 + 256))
 
     def test_tensor_at_an_address_off_its_element_size_is_refused(self):
         # A bf16 tensor one byte into its buffer (DLPack byte_offset 1).
@@ -331,8 +406,8 @@ class PythonChecks(unittest.TestCase):
         self.assertIn("parameter workspace (f32*) is at 0x%x, not 4-byte aligned" % (K + 6), msg)
         self.assertEqual(self.mod.records(), [])
         # Whole elements off are fine.
-        launch(self.mod, q=DLPackArray(Q, (64,), 4, 16, byte_offset=2),
-               block_tables=CudaArray(TABLES + 4, (8,), "<i4"))
+        launch(self.mod, q=DLPackArray(Q, (3, 4096), 4, 16, byte_offset=2),
+               block_tables=CudaArray(TABLES + 4, (12,), "<i4"))
         self.assertEqual(self.mod.records()[0].args[:8], struct.pack("<Q", Q + 2))
         self.assertTrue(issubclass(klaunch.AlignmentError, klaunch.InvalidArgumentError))
 
@@ -378,9 +453,9 @@ class PythonChecks(unittest.TestCase):
                 klaunch.ArgumentTypeError, block_tables=CudaArray(TABLES, (8,), "<i4", version=version))
             self.assertEqual(msg, "KL_ERROR_INVALID_ARGUMENT: kl_paged_decode_attn_bf16: parameter block_tables has "
                                   "__cuda_array_interface__ version %d; klaunch reads versions 2 and 3 "
-                                  "[specs/paged_decode.yaml:35:9]" % version)
+                                  "[specs/paged_decode.yaml:35:16]" % version)
         for version in (2, 3):
-            launch(self.mod, block_tables=CudaArray(TABLES, (8,), "<i4", version=version))
+            launch(self.mod, block_tables=CudaArray(TABLES, (12,), "<i4", version=version))
         self.assertEqual(len(self.mod.records()), 2)
 
     def test_cuda_array_interface_without_a_version_is_refused(self):

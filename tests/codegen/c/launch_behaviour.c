@@ -9,6 +9,7 @@
 #include "klaunch/tile.h"
 #include "klaunch/fill.h"
 #include "klaunch/attrs.h"
+#include "klaunch/gather.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -46,6 +47,8 @@ static kl_launch last;
 static int launches;
 static unsigned char arg_bytes[256];
 static uint32_t arg_count;
+static uint64_t extents[8]; /* the last launch's kl_launch.extents, copied */
+static uint32_t extent_count;
 
 static kl_status fake_launch(const kl_backend *be, const kl_launch *l) {
     const kl_kernel_desc *d = l->kernel->desc;
@@ -56,6 +59,8 @@ static kl_status fake_launch(const kl_backend *be, const kl_launch *l) {
     memset(arg_bytes, 0xee, sizeof arg_bytes);
     arg_count = d->num_params;
     for (i = 0; i < d->num_params; i++) memcpy(arg_bytes + d->params[i].offset, l->args[i], d->params[i].size);
+    extent_count = l->extents != NULL ? d->num_extents : 0u;
+    for (i = 0; i < extent_count && i < 8; i++) extents[i] = l->extents[i];
     return KL_SUCCESS;
 }
 static const kl_backend_ops fake_ops = {"fake", NULL, NULL, NULL, NULL, fake_launch, NULL, NULL};
@@ -328,7 +333,87 @@ static void test_attrs(void) {
     EXPECT(last.attributes == NULL);
 }
 
+/* gather.yaml: extents table (unknown), idx n, out rows {n, out_stride,
+ * ROW_WIDTH}, mask n (nullable), scratch blocks * 32; grid blocks, block 128;
+ * args table@0 idx@8 out@16 mask@24 scratch@32 n@40 out_stride@48 (blocks
+ * launch-only). Variant w4: ROW_WIDTH 4. */
+static void test_gather(void) {
+    const int64_t w4[] = {4};
+    kl_kernel k = make_kernel(&kl_gather_rows_desc, w4);
+    const float *table = P(const float, 0x1000);
+    const int32_t *idx = P(const int32_t, 0x2000);
+    float *out = P(float, 0x3000);
+    uint8_t *mask = P(uint8_t, 0x4000);
+    uint32_t *scratch = P(uint32_t, 0x5000);
+    kl_gather_rows_args a;
+    kl_gather_rows_elems e;
+    int before;
+
+    /* The table of declared extents: one per pointer that declares one. */
+    EXPECT(kl_gather_rows_desc.num_extents == 5);
+    EXPECT(strcmp(kl_gather_rows_desc.extents[0].param, "table") == 0);
+    EXPECT(kl_gather_rows_desc.extents[0].check == UINT32_MAX && kl_gather_rows_desc.extents[0].unknown != NULL);
+    EXPECT(strcmp(kl_gather_rows_desc.extents[2].param, "out") == 0 && kl_gather_rows_desc.extents[2].arg == 2);
+    EXPECT(kl_gather_rows_desc.extents[2].elem_bytes == 4 && kl_gather_rows_desc.extents[3].elem_bytes == 1);
+    EXPECT(kl_gather_rows_desc.extents[1].unknown == NULL);
+
+    /* n = 5, out_stride = 6: out holds (5 - 1) * 6 + 4 = 28 elements. */
+    launches = 0;
+    EXPECT_STATUS(kl_gather_rows(&k, table, idx, out, mask, scratch, 5, 6, 2, NULL), KL_SUCCESS);
+    EXPECT(launches == 1);
+    EXPECT(geometry(2, 1, 1, 128, 1, 1, 0));
+    EXPECT(extent_count == 5);
+    EXPECT(extents[0] == KL_EXTENT_UNKNOWN);
+    EXPECT(extents[1] == 5 && extents[2] == 28 && extents[3] == 5 && extents[4] == 64);
+
+    /* mask is nullable: NULL passes and reaches the kernel as NULL; idx is not. */
+    EXPECT_STATUS(kl_gather_rows(&k, table, idx, out, NULL, scratch, 5, 6, 2, NULL), KL_SUCCESS);
+    EXPECT(u64_at(24) == 0);
+    before = launches;
+    EXPECT_STATUS(kl_gather_rows(&k, table, NULL, out, mask, scratch, 5, 6, 2, NULL), KL_ERROR_NULL_POINTER);
+    EXPECT_MESSAGE("KL_ERROR_NULL_POINTER: kl_gather_rows: parameter idx is NULL [gather.yaml:13]");
+    EXPECT_STATUS(kl_gather_rows_check(&k, table, idx, out, NULL, scratch, 5, 6, 2), KL_SUCCESS);
+
+    /* An extent past 64 bits: (3 - 1) * 2^63 + 4. Refused, nothing launched,
+     * by the launcher and by kl_X_check alike. */
+    EXPECT_STATUS(kl_gather_rows(&k, table, idx, out, mask, scratch, 3, (uint64_t)1 << 63, 2, NULL), KL_ERROR_OVERFLOW);
+    EXPECT_MESSAGE("KL_ERROR_OVERFLOW: kl_gather_rows: extent of out = (n - 1) * out_stride + ROW_WIDTH overflows 64 "
+                   "bits (n = 3, out_stride = 9223372036854775808, ROW_WIDTH = 4) [gather.yaml:21:55]");
+    EXPECT_STATUS(kl_gather_rows_check(&k, table, idx, out, mask, scratch, 3, (uint64_t)1 << 63, 2), KL_ERROR_OVERFLOW);
+    EXPECT(launches == before);
+    /* rows 0 is 0 elements, whatever the stride. */
+    EXPECT_STATUS(kl_gather_rows(&k, table, idx, out, mask, scratch, 0, (uint64_t)1 << 63, 2, NULL), KL_SUCCESS);
+    EXPECT(extents[2] == 0 && extents[1] == 0);
+
+    /* By name: the same launch as positionally. */
+    memset(&a, 0, sizeof a);
+    a.table = table;
+    a.idx = idx;
+    a.out = out;
+    a.scratch = scratch;
+    a.n = 5;
+    a.out_stride = 6;
+    a.blocks = 3;
+    EXPECT_STATUS(kl_gather_rows_call(&k, &a, NULL), KL_SUCCESS);
+    EXPECT(geometry(3, 1, 1, 128, 1, 1, 0));
+    EXPECT(u64_at(0) == 0x1000 && u64_at(8) == 0x2000 && u64_at(16) == 0x3000 && u64_at(24) == 0 &&
+           u64_at(32) == 0x5000 && u32_at(40) == 5 && u64_at(48) == 6);
+    EXPECT(extents[4] == 96);
+    EXPECT_STATUS(kl_gather_rows_call(&k, NULL, NULL), KL_ERROR_NULL_POINTER);
+
+    /* Before allocating: the elements each buffer needs, pointers unread. */
+    a.idx = NULL;
+    EXPECT_STATUS(kl_gather_rows_extents(&k, &a, &e), KL_SUCCESS);
+    EXPECT(e.table == KL_EXTENT_UNKNOWN && e.idx == 5 && e.out == 28 && e.mask == 5 && e.scratch == 96);
+    a.out_stride = (uint64_t)1 << 63;
+    a.n = 3;
+    EXPECT_STATUS(kl_gather_rows_extents(&k, &a, &e), KL_ERROR_OVERFLOW);
+    EXPECT_STATUS(kl_gather_rows_extents(NULL, &a, &e), KL_ERROR_KERNEL_NOT_LOADED);
+    EXPECT_STATUS(kl_gather_rows_extents(&k, &a, NULL), KL_ERROR_NULL_POINTER);
+}
+
 int main(void) {
+    test_gather();
     test_attrs();
     test_scale();
     test_volume();

@@ -18,8 +18,8 @@
 
 #include "klaunch/klaunch.h"
 
-#if KL_RUNTIME_ABI != 3
-#error "klaunch/fill.h was generated for klaunch runtime ABI 3; regenerate it: ./bazelw run //:generate"
+#if KL_RUNTIME_ABI != 4
+#error "klaunch/fill.h was generated for klaunch runtime ABI 4; regenerate it: ./bazelw run //:generate"
 #endif
 
 #ifdef __cplusplus
@@ -57,7 +57,8 @@ static const kl_kernel_desc kl_fill_marker_desc = {
     kl__fill_marker_checks, 3,
     NULL, 0,
     0, NULL,
-    NULL};
+    NULL,
+    NULL, 0};
 
 /* Looks kl_fill_marker's kernel up in a loaded fill module. */
 static inline kl_status kl_fill_marker_get(kl_kernel *kernel, const kl_module *module) {
@@ -90,6 +91,7 @@ static inline kl_status kl__fill_marker_prepare(const kl_kernel *kernel, uint32_
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->extents = NULL;
     kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
@@ -111,6 +113,18 @@ static inline kl_status kl_fill_marker(const kl_kernel *kernel, uint32_t blocks,
     kl__launch.stream = stream;
     kl__launch.args = NULL;
     return kernel->backend->ops->launch(kernel->backend, &kl__launch);
+}
+
+/* kl_fill_marker's arguments by name, for C99 designated initializers:
+ *     kl_fill_marker_args a = {.blocks = ..., ...};  kl_fill_marker_call(&kernel, &a, stream); */
+typedef struct {
+    uint32_t blocks;
+} kl_fill_marker_args;
+
+/* kl_fill_marker() with its arguments by name. */
+static inline kl_status kl_fill_marker_call(const kl_kernel *kernel, const kl_fill_marker_args *args, kl_stream stream) {
+    if (args == NULL) return kl__fail_null(&kl_fill_marker_desc, "args");
+    return kl_fill_marker(kernel, args->blocks, stream);
 }
 
 #ifdef __cplusplus

@@ -18,8 +18,8 @@
 
 #include "klaunch/klaunch.h"
 
-#if KL_RUNTIME_ABI != 3
-#error "klaunch/wg.h was generated for klaunch runtime ABI 3; regenerate it: ./bazelw run //:generate"
+#if KL_RUNTIME_ABI != 4
+#error "klaunch/wg.h was generated for klaunch runtime ABI 4; regenerate it: ./bazelw run //:generate"
 #endif
 
 #ifdef __cplusplus
@@ -66,7 +66,8 @@ static const kl_kernel_desc kl_wg_gemm_desc = {
     kl__wg_gemm_checks, 3,
     kl__wg_gemm_consts, 1,
     0, NULL,
-    "sm_90a"};
+    "sm_90a",
+    NULL, 0};
 
 /* Looks kl_wg_gemm's kernel up in a loaded wg module. */
 static inline kl_status kl_wg_gemm_get(kl_kernel *kernel, const kl_module *module) {
@@ -103,6 +104,7 @@ static inline kl_status kl__wg_gemm_prepare(const kl_kernel *kernel, const kl_bf
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->extents = NULL;
     kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
@@ -130,6 +132,20 @@ static inline kl_status kl_wg_gemm(const kl_kernel *kernel, const kl_bf16 *a, kl
     return kernel->backend->ops->launch(kernel->backend, &kl__launch);
 }
 
+/* kl_wg_gemm's arguments by name, for C99 designated initializers:
+ *     kl_wg_gemm_args a = {.a = ..., ...};  kl_wg_gemm_call(&kernel, &a, stream); */
+typedef struct {
+    const kl_bf16 *a;
+    kl_bf16 *c;
+    uint32_t n;
+} kl_wg_gemm_args;
+
+/* kl_wg_gemm() with its arguments by name. */
+static inline kl_status kl_wg_gemm_call(const kl_kernel *kernel, const kl_wg_gemm_args *args, kl_stream stream) {
+    if (args == NULL) return kl__fail_null(&kl_wg_gemm_desc, "args");
+    return kl_wg_gemm(kernel, args->a, args->c, args->n, stream);
+}
+
 /* ==== kl_wg_plain ============================================================== */
 /* Kernel entry wg_plain; wg.yaml:19. */
 static const kl_param_info kl_wg_plain_params[] = {
@@ -149,7 +165,8 @@ static const kl_kernel_desc kl_wg_plain_desc = {
     kl__wg_plain_checks, 3,
     NULL, 0,
     0, NULL,
-    NULL};
+    NULL,
+    NULL, 0};
 
 /* Looks kl_wg_plain's kernel up in a loaded wg module. */
 static inline kl_status kl_wg_plain_get(kl_kernel *kernel, const kl_module *module) {
@@ -183,6 +200,7 @@ static inline kl_status kl__wg_plain_prepare(const kl_kernel *kernel, kl_bf16 *c
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->extents = NULL;
     kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
@@ -207,6 +225,19 @@ static inline kl_status kl_wg_plain(const kl_kernel *kernel, kl_bf16 *c, uint32_
     kl__launch.stream = stream;
     kl__launch.args = kl__args;
     return kernel->backend->ops->launch(kernel->backend, &kl__launch);
+}
+
+/* kl_wg_plain's arguments by name, for C99 designated initializers:
+ *     kl_wg_plain_args a = {.c = ..., ...};  kl_wg_plain_call(&kernel, &a, stream); */
+typedef struct {
+    kl_bf16 *c;
+    uint32_t n;
+} kl_wg_plain_args;
+
+/* kl_wg_plain() with its arguments by name. */
+static inline kl_status kl_wg_plain_call(const kl_kernel *kernel, const kl_wg_plain_args *args, kl_stream stream) {
+    if (args == NULL) return kl__fail_null(&kl_wg_plain_desc, "args");
+    return kl_wg_plain(kernel, args->c, args->n, stream);
 }
 
 #ifdef __cplusplus

@@ -18,8 +18,8 @@
 #include "wg_fatbins.h"
 #endif
 
-#if KL_PYTHON_ABI != 1
-#error "klaunch_wg.c was generated for klaunch's Python ABI 1; regenerate it: ./bazelw run //:generate"
+#if KL_PYTHON_ABI != 2
+#error "klaunch_wg.c was generated for klaunch's Python ABI 2; regenerate it: ./bazelw run //:generate"
 #endif
 
 #ifdef __cplusplus

@@ -29,8 +29,10 @@ VARIANTS = {
     "v1": {"TILE": 64},
 }
 # Per launcher: name, spec line and column, its parameters (name, kind,
-# element, const, layout, line, column), and the preconditions that read a
-# variant constant (a: the arguments, c: a variant's constants).
+# element, const, layout, line, column[, rank[, nullable, extent: (text,
+# names read, elements or None where data bounds it)]]), and the
+# preconditions that read a variant constant (a: the arguments, c: a
+# variant's constants).
 LAUNCHERS = (
     _family.Launcher("wg_gemm", 9, 5, (
         ("a", "ptr", "bf16", True, "contiguous", 11, 9),

@@ -22,8 +22,8 @@
 
 #include "klaunch/klaunch.h"
 
-#if KL_RUNTIME_ABI != 3
-#error "klaunch/volume.h was generated for klaunch runtime ABI 3; regenerate it: ./bazelw run //:generate"
+#if KL_RUNTIME_ABI != 4
+#error "klaunch/volume.h was generated for klaunch runtime ABI 4; regenerate it: ./bazelw run //:generate"
 #endif
 
 #ifdef __cplusplus
@@ -95,7 +95,8 @@ static const kl_kernel_desc kl_stencil3d_desc = {
     kl__stencil3d_checks, 11,
     kl__stencil3d_consts, 1,
     0, NULL,
-    NULL};
+    NULL,
+    NULL, 0};
 
 /* Looks kl_stencil3d's kernel up in a loaded volume module. */
 static inline kl_status kl_stencil3d_get(kl_kernel *kernel, const kl_module *module) {
@@ -209,6 +210,7 @@ static inline kl_status kl__stencil3d_prepare(const kl_kernel *kernel, const flo
         return kl__x_fail_value(kl__desc, 10, kl__values, kl__err, kl__v, kernel->max_dynamic_shared, KL_ERROR_SHARED_MEMORY_LIMIT);
     }
     kl__launch->shared_bytes = (uint32_t)kl__v;
+    kl__launch->extents = NULL;
     kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
@@ -243,6 +245,28 @@ static inline kl_status kl_stencil3d(const kl_kernel *kernel, const float *src, 
     kl__launch.stream = stream;
     kl__launch.args = kl__args;
     return kernel->backend->ops->launch(kernel->backend, &kl__launch);
+}
+
+/* kl_stencil3d's arguments by name, for C99 designated initializers:
+ *     kl_stencil3d_args a = {.src = ..., ...};  kl_stencil3d_call(&kernel, &a, stream); */
+typedef struct {
+    const float *src;
+    float *dst;
+    uint32_t nx;
+    uint32_t ny;
+    uint32_t nz;
+    uint32_t bx;
+    uint32_t by;
+    uint32_t bz;
+    int32_t offset;
+    uint64_t total;
+} kl_stencil3d_args;
+
+/* kl_stencil3d() with its arguments by name. */
+static inline kl_status kl_stencil3d_call(const kl_kernel *kernel, const kl_stencil3d_args *args, kl_stream stream) {
+    if (args == NULL) return kl__fail_null(&kl_stencil3d_desc, "args");
+    return kl_stencil3d(kernel, args->src, args->dst, args->nx, args->ny, args->nz, args->bx, args->by, args->bz,
+        args->offset, args->total, stream);
 }
 
 #ifdef __cplusplus

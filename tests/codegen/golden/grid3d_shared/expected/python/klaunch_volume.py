@@ -33,8 +33,10 @@ VARIANTS = {
     "v1": {"HALO": 1},
 }
 # Per launcher: name, spec line and column, its parameters (name, kind,
-# element, const, layout, line, column), and the preconditions that read a
-# variant constant (a: the arguments, c: a variant's constants).
+# element, const, layout, line, column[, rank[, nullable, extent: (text,
+# names read, elements or None where data bounds it)]]), and the
+# preconditions that read a variant constant (a: the arguments, c: a
+# variant's constants).
 LAUNCHERS = (
     _family.Launcher("stencil3d", 14, 5, (
         ("src", "ptr", "f32", True, "contiguous", 16, 9),

@@ -18,8 +18,8 @@
 
 #include "klaunch/klaunch.h"
 
-#if KL_RUNTIME_ABI != 3
-#error "klaunch/attrs.h was generated for klaunch runtime ABI 3; regenerate it: ./bazelw run //:generate"
+#if KL_RUNTIME_ABI != 4
+#error "klaunch/attrs.h was generated for klaunch runtime ABI 4; regenerate it: ./bazelw run //:generate"
 #endif
 
 #ifdef __cplusplus
@@ -74,7 +74,8 @@ static const kl_kernel_desc kl_clustered_desc = {
     kl__clustered_checks, 4,
     kl__clustered_consts, 1,
     0, &kl__clustered_attributes,
-    NULL};
+    NULL,
+    NULL, 0};
 
 /* Looks kl_clustered's kernel up in a loaded attrs module. */
 static inline kl_status kl_clustered_get(kl_kernel *kernel, const kl_module *module) {
@@ -123,6 +124,7 @@ static inline kl_status kl__clustered_prepare(const kl_kernel *kernel, float *ou
                         "kl_%s: grid (%u, %u, %u) is not a whole number of clusters of (2, 1, 1) blocks [%s:%u:%u]",
                         kl__desc->launcher, (unsigned)kl__launch->grid[0], (unsigned)kl__launch->grid[1],
                         (unsigned)kl__launch->grid[2], kl__desc->spec_file, 22u, 7u);
+    kl__launch->extents = NULL;
     kl__launch->attributes = &kl__clustered_attributes;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
@@ -150,6 +152,20 @@ static inline kl_status kl_clustered(const kl_kernel *kernel, float *out, uint32
     return kernel->backend->ops->launch(kernel->backend, &kl__launch);
 }
 
+/* kl_clustered's arguments by name, for C99 designated initializers:
+ *     kl_clustered_args a = {.out = ..., ...};  kl_clustered_call(&kernel, &a, stream); */
+typedef struct {
+    float *out;
+    uint32_t n;
+    uint32_t rows;
+} kl_clustered_args;
+
+/* kl_clustered() with its arguments by name. */
+static inline kl_status kl_clustered_call(const kl_kernel *kernel, const kl_clustered_args *args, kl_stream stream) {
+    if (args == NULL) return kl__fail_null(&kl_clustered_desc, "args");
+    return kl_clustered(kernel, args->out, args->n, args->rows, stream);
+}
+
 /* ==== kl_dependent ============================================================= */
 /* Kernel entry dependent; attrs.yaml:23. */
 static const kl_param_info kl_dependent_params[] = {
@@ -171,7 +187,8 @@ static const kl_kernel_desc kl_dependent_desc = {
     kl__dependent_checks, 3,
     NULL, 0,
     0, &kl__dependent_attributes,
-    NULL};
+    NULL,
+    NULL, 0};
 
 /* Looks kl_dependent's kernel up in a loaded attrs module. */
 static inline kl_status kl_dependent_get(kl_kernel *kernel, const kl_module *module) {
@@ -205,6 +222,7 @@ static inline kl_status kl__dependent_prepare(const kl_kernel *kernel, const flo
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->extents = NULL;
     kl__launch->attributes = &kl__dependent_attributes;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
@@ -231,6 +249,19 @@ static inline kl_status kl_dependent(const kl_kernel *kernel, const float *data,
     return kernel->backend->ops->launch(kernel->backend, &kl__launch);
 }
 
+/* kl_dependent's arguments by name, for C99 designated initializers:
+ *     kl_dependent_args a = {.data = ..., ...};  kl_dependent_call(&kernel, &a, stream); */
+typedef struct {
+    const float *data;
+    uint32_t n;
+} kl_dependent_args;
+
+/* kl_dependent() with its arguments by name. */
+static inline kl_status kl_dependent_call(const kl_kernel *kernel, const kl_dependent_args *args, kl_stream stream) {
+    if (args == NULL) return kl__fail_null(&kl_dependent_desc, "args");
+    return kl_dependent(kernel, args->data, args->n, stream);
+}
+
 /* ==== kl_grid_sync ============================================================= */
 /* Kernel entry grid_sync; attrs.yaml:31. */
 static const kl_param_info kl_grid_sync_params[] = {
@@ -250,7 +281,8 @@ static const kl_kernel_desc kl_grid_sync_desc = {
     kl__grid_sync_checks, 3,
     NULL, 0,
     0, &kl__grid_sync_attributes,
-    NULL};
+    NULL,
+    NULL, 0};
 
 /* Looks kl_grid_sync's kernel up in a loaded attrs module. */
 static inline kl_status kl_grid_sync_get(kl_kernel *kernel, const kl_module *module) {
@@ -278,6 +310,7 @@ static inline kl_status kl__grid_sync_prepare(const kl_kernel *kernel, float *da
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->extents = NULL;
     kl__launch->attributes = &kl__grid_sync_attributes;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
@@ -301,6 +334,18 @@ static inline kl_status kl_grid_sync(const kl_kernel *kernel, float *data, kl_st
     return kernel->backend->ops->launch(kernel->backend, &kl__launch);
 }
 
+/* kl_grid_sync's arguments by name, for C99 designated initializers:
+ *     kl_grid_sync_args a = {.data = ..., ...};  kl_grid_sync_call(&kernel, &a, stream); */
+typedef struct {
+    float *data;
+} kl_grid_sync_args;
+
+/* kl_grid_sync() with its arguments by name. */
+static inline kl_status kl_grid_sync_call(const kl_kernel *kernel, const kl_grid_sync_args *args, kl_stream stream) {
+    if (args == NULL) return kl__fail_null(&kl_grid_sync_desc, "args");
+    return kl_grid_sync(kernel, args->data, stream);
+}
+
 /* ==== kl_plain ================================================================= */
 /* Kernel entry plain; attrs.yaml:39. */
 static const kl_param_info kl_plain_params[] = {
@@ -318,7 +363,8 @@ static const kl_kernel_desc kl_plain_desc = {
     kl__plain_checks, 3,
     NULL, 0,
     0, NULL,
-    NULL};
+    NULL,
+    NULL, 0};
 
 /* Looks kl_plain's kernel up in a loaded attrs module. */
 static inline kl_status kl_plain_get(kl_kernel *kernel, const kl_module *module) {
@@ -346,6 +392,7 @@ static inline kl_status kl__plain_prepare(const kl_kernel *kernel, float *data, 
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->extents = NULL;
     kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
@@ -367,6 +414,18 @@ static inline kl_status kl_plain(const kl_kernel *kernel, float *data, kl_stream
     kl__launch.stream = stream;
     kl__launch.args = kl__args;
     return kernel->backend->ops->launch(kernel->backend, &kl__launch);
+}
+
+/* kl_plain's arguments by name, for C99 designated initializers:
+ *     kl_plain_args a = {.data = ..., ...};  kl_plain_call(&kernel, &a, stream); */
+typedef struct {
+    float *data;
+} kl_plain_args;
+
+/* kl_plain() with its arguments by name. */
+static inline kl_status kl_plain_call(const kl_kernel *kernel, const kl_plain_args *args, kl_stream stream) {
+    if (args == NULL) return kl__fail_null(&kl_plain_desc, "args");
+    return kl_plain(kernel, args->data, stream);
 }
 
 #ifdef __cplusplus

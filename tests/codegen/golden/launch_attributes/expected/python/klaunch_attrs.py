@@ -29,8 +29,10 @@ VARIANTS = {
     "v1": {"TILE": 64},
 }
 # Per launcher: name, spec line and column, its parameters (name, kind,
-# element, const, layout, line, column), and the preconditions that read a
-# variant constant (a: the arguments, c: a variant's constants).
+# element, const, layout, line, column[, rank[, nullable, extent: (text,
+# names read, elements or None where data bounds it)]]), and the
+# preconditions that read a variant constant (a: the arguments, c: a
+# variant's constants).
 LAUNCHERS = (
     _family.Launcher("clustered", 10, 5, (
         ("out", "ptr", "f32", False, "contiguous", 13, 9),

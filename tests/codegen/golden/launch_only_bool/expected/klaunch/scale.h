@@ -20,8 +20,8 @@
 
 #include "klaunch/klaunch.h"
 
-#if KL_RUNTIME_ABI != 3
-#error "klaunch/scale.h was generated for klaunch runtime ABI 3; regenerate it: ./bazelw run //:generate"
+#if KL_RUNTIME_ABI != 4
+#error "klaunch/scale.h was generated for klaunch runtime ABI 4; regenerate it: ./bazelw run //:generate"
 #endif
 
 #ifdef __cplusplus
@@ -78,7 +78,8 @@ static const kl_kernel_desc kl_scale_rows_desc = {
     kl__scale_rows_checks, 6,
     NULL, 0,
     0, NULL,
-    NULL};
+    NULL,
+    NULL, 0};
 
 /* Looks kl_scale_rows's kernel up in a loaded scale module. */
 static inline kl_status kl_scale_rows_get(kl_kernel *kernel, const kl_module *module) {
@@ -136,6 +137,7 @@ static inline kl_status kl__scale_rows_prepare(const kl_kernel *kernel, const vo
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->extents = NULL;
     kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
@@ -170,6 +172,26 @@ static inline kl_status kl_scale_rows(const kl_kernel *kernel, const void *x, kl
     kl__launch.stream = stream;
     kl__launch.args = kl__args;
     return kernel->backend->ops->launch(kernel->backend, &kl__launch);
+}
+
+/* kl_scale_rows's arguments by name, for C99 designated initializers:
+ *     kl_scale_rows_args a = {.x = ..., ...};  kl_scale_rows_call(&kernel, &a, stream); */
+typedef struct {
+    const void *x;
+    kl_bf16 *y;
+    uint32_t cols;
+    uint64_t row_stride;
+    uint32_t rows;
+    float alpha;
+    bool accumulate;
+    uint32_t group;
+} kl_scale_rows_args;
+
+/* kl_scale_rows() with its arguments by name. */
+static inline kl_status kl_scale_rows_call(const kl_kernel *kernel, const kl_scale_rows_args *args, kl_stream stream) {
+    if (args == NULL) return kl__fail_null(&kl_scale_rows_desc, "args");
+    return kl_scale_rows(kernel, args->x, args->y, args->cols, args->row_stride, args->rows, args->alpha,
+        args->accumulate, args->group, stream);
 }
 
 #ifdef __cplusplus

@@ -31,8 +31,10 @@ VARIANTS = {
     "base": {},
 }
 # Per launcher: name, spec line and column, its parameters (name, kind,
-# element, const, layout, line, column), and the preconditions that read a
-# variant constant (a: the arguments, c: a variant's constants).
+# element, const, layout, line, column[, rank[, nullable, extent: (text,
+# names read, elements or None where data bounds it)]]), and the
+# preconditions that read a variant constant (a: the arguments, c: a
+# variant's constants).
 LAUNCHERS = (
     _family.Launcher("scale_rows", 11, 5, (
         ("x", "ptr", "void", True, "contiguous", 15, 9),

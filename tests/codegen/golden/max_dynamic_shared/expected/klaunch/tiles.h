@@ -18,8 +18,8 @@
 
 #include "klaunch/klaunch.h"
 
-#if KL_RUNTIME_ABI != 3
-#error "klaunch/tiles.h was generated for klaunch runtime ABI 3; regenerate it: ./bazelw run //:generate"
+#if KL_RUNTIME_ABI != 4
+#error "klaunch/tiles.h was generated for klaunch runtime ABI 4; regenerate it: ./bazelw run //:generate"
 #endif
 
 #ifdef __cplusplus
@@ -81,7 +81,8 @@ static const kl_kernel_desc kl_tile_rows_desc = {
     kl__tile_rows_checks, 5,
     kl__tile_rows_consts, 1,
     102400u, NULL,
-    NULL};
+    NULL,
+    NULL, 0};
 
 /* Looks kl_tile_rows's kernel up in a loaded tiles module. */
 static inline kl_status kl_tile_rows_get(kl_kernel *kernel, const kl_module *module) {
@@ -133,6 +134,7 @@ static inline kl_status kl__tile_rows_prepare(const kl_kernel *kernel, const kl_
         return kl__x_fail_value(kl__desc, 4, kl__values, kl__err, kl__v, kernel->max_dynamic_shared, KL_ERROR_SHARED_MEMORY_LIMIT);
     }
     kl__launch->shared_bytes = (uint32_t)kl__v;
+    kl__launch->extents = NULL;
     kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
@@ -163,6 +165,21 @@ static inline kl_status kl_tile_rows(const kl_kernel *kernel, const kl_bf16 *src
     return kernel->backend->ops->launch(kernel->backend, &kl__launch);
 }
 
+/* kl_tile_rows's arguments by name, for C99 designated initializers:
+ *     kl_tile_rows_args a = {.src = ..., ...};  kl_tile_rows_call(&kernel, &a, stream); */
+typedef struct {
+    const kl_bf16 *src;
+    kl_bf16 *dst;
+    uint32_t n;
+    uint32_t extra;
+} kl_tile_rows_args;
+
+/* kl_tile_rows() with its arguments by name. */
+static inline kl_status kl_tile_rows_call(const kl_kernel *kernel, const kl_tile_rows_args *args, kl_stream stream) {
+    if (args == NULL) return kl__fail_null(&kl_tile_rows_desc, "args");
+    return kl_tile_rows(kernel, args->src, args->dst, args->n, args->extra, stream);
+}
+
 /* ==== kl_tile_fixed ============================================================ */
 /* Kernel entry tile_fixed; tiles.yaml:27. */
 static const kl_param_info kl_tile_fixed_params[] = {
@@ -184,7 +201,8 @@ static const kl_kernel_desc kl_tile_fixed_desc = {
     kl__tile_fixed_checks, 4,
     NULL, 0,
     65536u, NULL,
-    NULL};
+    NULL,
+    NULL, 0};
 
 /* Looks kl_tile_fixed's kernel up in a loaded tiles module. */
 static inline kl_status kl_tile_fixed_get(kl_kernel *kernel, const kl_module *module) {
@@ -225,6 +243,7 @@ static inline kl_status kl__tile_fixed_prepare(const kl_kernel *kernel, const kl
         return kl__x_fail_value(kl__desc, 3, NULL, KL_SUCCESS, kl__v, kernel->max_dynamic_shared, KL_ERROR_SHARED_MEMORY_LIMIT);
     }
     kl__launch->shared_bytes = (uint32_t)kl__v;
+    kl__launch->extents = NULL;
     kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
@@ -253,6 +272,20 @@ static inline kl_status kl_tile_fixed(const kl_kernel *kernel, const kl_bf16 *sr
     return kernel->backend->ops->launch(kernel->backend, &kl__launch);
 }
 
+/* kl_tile_fixed's arguments by name, for C99 designated initializers:
+ *     kl_tile_fixed_args a = {.src = ..., ...};  kl_tile_fixed_call(&kernel, &a, stream); */
+typedef struct {
+    const kl_bf16 *src;
+    kl_bf16 *dst;
+    uint32_t n;
+} kl_tile_fixed_args;
+
+/* kl_tile_fixed() with its arguments by name. */
+static inline kl_status kl_tile_fixed_call(const kl_kernel *kernel, const kl_tile_fixed_args *args, kl_stream stream) {
+    if (args == NULL) return kl__fail_null(&kl_tile_fixed_desc, "args");
+    return kl_tile_fixed(kernel, args->src, args->dst, args->n, stream);
+}
+
 /* ==== kl_tile_default ========================================================== */
 /* Kernel entry tile_default; tiles.yaml:38. */
 static const kl_param_info kl_tile_default_params[] = {
@@ -273,7 +306,8 @@ static const kl_kernel_desc kl_tile_default_desc = {
     kl__tile_default_checks, 4,
     NULL, 0,
     0, NULL,
-    NULL};
+    NULL,
+    NULL, 0};
 
 /* Looks kl_tile_default's kernel up in a loaded tiles module. */
 static inline kl_status kl_tile_default_get(kl_kernel *kernel, const kl_module *module) {
@@ -312,6 +346,7 @@ static inline kl_status kl__tile_default_prepare(const kl_kernel *kernel, kl_bf1
         return kl__x_fail_value(kl__desc, 3, NULL, KL_SUCCESS, kl__v, kernel->max_dynamic_shared, KL_ERROR_SHARED_MEMORY_LIMIT);
     }
     kl__launch->shared_bytes = (uint32_t)kl__v;
+    kl__launch->extents = NULL;
     kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
@@ -336,6 +371,19 @@ static inline kl_status kl_tile_default(const kl_kernel *kernel, kl_bf16 *dst, u
     kl__launch.stream = stream;
     kl__launch.args = kl__args;
     return kernel->backend->ops->launch(kernel->backend, &kl__launch);
+}
+
+/* kl_tile_default's arguments by name, for C99 designated initializers:
+ *     kl_tile_default_args a = {.dst = ..., ...};  kl_tile_default_call(&kernel, &a, stream); */
+typedef struct {
+    kl_bf16 *dst;
+    uint32_t n;
+} kl_tile_default_args;
+
+/* kl_tile_default() with its arguments by name. */
+static inline kl_status kl_tile_default_call(const kl_kernel *kernel, const kl_tile_default_args *args, kl_stream stream) {
+    if (args == NULL) return kl__fail_null(&kl_tile_default_desc, "args");
+    return kl_tile_default(kernel, args->dst, args->n, stream);
 }
 
 #ifdef __cplusplus

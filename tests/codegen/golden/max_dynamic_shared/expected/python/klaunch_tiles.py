@@ -30,8 +30,10 @@ VARIANTS = {
     "large": {"ROWS": 96},
 }
 # Per launcher: name, spec line and column, its parameters (name, kind,
-# element, const, layout, line, column), and the preconditions that read a
-# variant constant (a: the arguments, c: a variant's constants).
+# element, const, layout, line, column[, rank[, nullable, extent: (text,
+# names read, elements or None where data bounds it)]]), and the
+# preconditions that read a variant constant (a: the arguments, c: a
+# variant's constants).
 LAUNCHERS = (
     _family.Launcher("tile_rows", 12, 5, (
         ("src", "ptr", "bf16", True, "contiguous", 14, 9),

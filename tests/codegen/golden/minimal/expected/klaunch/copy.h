@@ -20,8 +20,8 @@
 
 #include "klaunch/klaunch.h"
 
-#if KL_RUNTIME_ABI != 3
-#error "klaunch/copy.h was generated for klaunch runtime ABI 3; regenerate it: ./bazelw run //:generate"
+#if KL_RUNTIME_ABI != 4
+#error "klaunch/copy.h was generated for klaunch runtime ABI 4; regenerate it: ./bazelw run //:generate"
 #endif
 
 #ifdef __cplusplus
@@ -68,7 +68,8 @@ static const kl_kernel_desc kl_copy_f32_desc = {
     kl__copy_f32_checks, 3,
     NULL, 0,
     0, NULL,
-    NULL};
+    NULL,
+    NULL, 0};
 
 /* Looks kl_copy_f32's kernel up in a loaded copy module. */
 static inline kl_status kl_copy_f32_get(kl_kernel *kernel, const kl_module *module) {
@@ -104,6 +105,7 @@ static inline kl_status kl__copy_f32_prepare(const kl_kernel *kernel, const floa
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->extents = NULL;
     kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
@@ -129,6 +131,20 @@ static inline kl_status kl_copy_f32(const kl_kernel *kernel, const float *src, f
     kl__launch.stream = stream;
     kl__launch.args = kl__args;
     return kernel->backend->ops->launch(kernel->backend, &kl__launch);
+}
+
+/* kl_copy_f32's arguments by name, for C99 designated initializers:
+ *     kl_copy_f32_args a = {.src = ..., ...};  kl_copy_f32_call(&kernel, &a, stream); */
+typedef struct {
+    const float *src;
+    float *dst;
+    uint32_t n;
+} kl_copy_f32_args;
+
+/* kl_copy_f32() with its arguments by name. */
+static inline kl_status kl_copy_f32_call(const kl_kernel *kernel, const kl_copy_f32_args *args, kl_stream stream) {
+    if (args == NULL) return kl__fail_null(&kl_copy_f32_desc, "args");
+    return kl_copy_f32(kernel, args->src, args->dst, args->n, stream);
 }
 
 #ifdef __cplusplus

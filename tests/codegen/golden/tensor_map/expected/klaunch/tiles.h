@@ -21,8 +21,8 @@
 #include "klaunch/klaunch.h"
 #include "klaunch/tensor_map.h"
 
-#if KL_RUNTIME_ABI != 3
-#error "klaunch/tiles.h was generated for klaunch runtime ABI 3; regenerate it: ./bazelw run //:generate"
+#if KL_RUNTIME_ABI != 4
+#error "klaunch/tiles.h was generated for klaunch runtime ABI 4; regenerate it: ./bazelw run //:generate"
 #endif
 
 #ifdef __cplusplus
@@ -84,7 +84,8 @@ static const kl_kernel_desc kl_tile_copy_desc = {
     kl__tile_copy_checks, 3,
     kl__tile_copy_consts, 1,
     0, NULL,
-    NULL};
+    NULL,
+    NULL, 0};
 
 /* Looks kl_tile_copy's kernel up in a loaded tiles module. */
 static inline kl_status kl_tile_copy_get(kl_kernel *kernel, const kl_module *module) {
@@ -220,6 +221,7 @@ static inline kl_status kl__tile_copy_prepare(const kl_kernel *kernel, uint32_t 
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->extents = NULL;
     kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
@@ -248,6 +250,21 @@ static inline kl_status kl_tile_copy(const kl_kernel *kernel, uint32_t rows, con
     kl__launch.stream = stream;
     kl__launch.args = kl__args;
     return kernel->backend->ops->launch(kernel->backend, &kl__launch);
+}
+
+/* kl_tile_copy's arguments by name, for C99 designated initializers:
+ *     kl_tile_copy_args a = {.rows = ..., ...};  kl_tile_copy_call(&kernel, &a, stream); */
+typedef struct {
+    uint32_t rows;
+    const kl_tensor_map *src;
+    const kl_tensor_map *dst;
+    float *out;
+} kl_tile_copy_args;
+
+/* kl_tile_copy() with its arguments by name. */
+static inline kl_status kl_tile_copy_call(const kl_kernel *kernel, const kl_tile_copy_args *args, kl_stream stream) {
+    if (args == NULL) return kl__fail_null(&kl_tile_copy_desc, "args");
+    return kl_tile_copy(kernel, args->rows, args->src, args->dst, args->out, stream);
 }
 
 #ifdef __cplusplus

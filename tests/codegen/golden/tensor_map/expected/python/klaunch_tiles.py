@@ -32,8 +32,10 @@ VARIANTS = {
     "wide": {"TILE_ROWS": 32},
 }
 # Per launcher: name, spec line and column, its parameters (name, kind,
-# element, const, layout, line, column), and the preconditions that read a
-# variant constant (a: the arguments, c: a variant's constants).
+# element, const, layout, line, column[, rank[, nullable, extent: (text,
+# names read, elements or None where data bounds it)]]), and the
+# preconditions that read a variant constant (a: the arguments, c: a
+# variant's constants).
 LAUNCHERS = (
     _family.Launcher("tile_copy", 12, 5, (
         ("rows", "u32", None, False, None, 15, 9),

@@ -20,8 +20,8 @@
 
 #include "klaunch/klaunch.h"
 
-#if KL_RUNTIME_ABI != 3
-#error "klaunch/tile.h was generated for klaunch runtime ABI 3; regenerate it: ./bazelw run //:generate"
+#if KL_RUNTIME_ABI != 4
+#error "klaunch/tile.h was generated for klaunch runtime ABI 4; regenerate it: ./bazelw run //:generate"
 #endif
 
 #ifdef __cplusplus
@@ -104,7 +104,8 @@ static const kl_kernel_desc kl_tile_attn_desc = {
     kl__tile_attn_checks, 6,
     kl__tile_attn_consts, 2,
     0, NULL,
-    NULL};
+    NULL,
+    NULL, 0};
 
 /* Looks kl_tile_attn's kernel up in a loaded tile module. */
 static inline kl_status kl_tile_attn_get(kl_kernel *kernel, const kl_module *module) {
@@ -170,6 +171,7 @@ static inline kl_status kl__tile_attn_prepare(const kl_kernel *kernel, const kl_
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->extents = NULL;
     kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
@@ -201,6 +203,22 @@ static inline kl_status kl_tile_attn(const kl_kernel *kernel, const kl_f16 *q, k
     return kernel->backend->ops->launch(kernel->backend, &kl__launch);
 }
 
+/* kl_tile_attn's arguments by name, for C99 designated initializers:
+ *     kl_tile_attn_args a = {.q = ..., ...};  kl_tile_attn_call(&kernel, &a, stream); */
+typedef struct {
+    const kl_f16 *q;
+    kl_f16 *out;
+    uint32_t seq_len;
+    uint32_t head_dim;
+    uint32_t heads;
+} kl_tile_attn_args;
+
+/* kl_tile_attn() with its arguments by name. */
+static inline kl_status kl_tile_attn_call(const kl_kernel *kernel, const kl_tile_attn_args *args, kl_stream stream) {
+    if (args == NULL) return kl__fail_null(&kl_tile_attn_desc, "args");
+    return kl_tile_attn(kernel, args->q, args->out, args->seq_len, args->head_dim, args->heads, stream);
+}
+
 /* ==== kl_tile_fill ============================================================= */
 /* Kernel entry tile_fill; tile.yaml:40. */
 static const kl_param_info kl_tile_fill_params[] = {
@@ -220,7 +238,8 @@ static const kl_kernel_desc kl_tile_fill_desc = {
     kl__tile_fill_checks, 3,
     NULL, 0,
     0, NULL,
-    NULL};
+    NULL,
+    NULL, 0};
 
 /* Looks kl_tile_fill's kernel up in a loaded tile module. */
 static inline kl_status kl_tile_fill_get(kl_kernel *kernel, const kl_module *module) {
@@ -255,6 +274,7 @@ static inline kl_status kl__tile_fill_prepare(const kl_kernel *kernel, uint8_t *
                               kernel->max_threads < KL__THREADS_MAX ? kernel->max_threads : KL__THREADS_MAX);
     }
     kl__launch->shared_bytes = 0u;
+    kl__launch->extents = NULL;
     kl__launch->attributes = NULL;
     kl__launch->kernel = kernel;
     return KL_SUCCESS;
@@ -279,6 +299,19 @@ static inline kl_status kl_tile_fill(const kl_kernel *kernel, uint8_t *out, uint
     kl__launch.stream = stream;
     kl__launch.args = kl__args;
     return kernel->backend->ops->launch(kernel->backend, &kl__launch);
+}
+
+/* kl_tile_fill's arguments by name, for C99 designated initializers:
+ *     kl_tile_fill_args a = {.out = ..., ...};  kl_tile_fill_call(&kernel, &a, stream); */
+typedef struct {
+    uint8_t *out;
+    uint32_t n;
+} kl_tile_fill_args;
+
+/* kl_tile_fill() with its arguments by name. */
+static inline kl_status kl_tile_fill_call(const kl_kernel *kernel, const kl_tile_fill_args *args, kl_stream stream) {
+    if (args == NULL) return kl__fail_null(&kl_tile_fill_desc, "args");
+    return kl_tile_fill(kernel, args->out, args->n, stream);
 }
 
 #ifdef __cplusplus

@@ -33,8 +33,10 @@ VARIANTS = {
     "t128_d256": {"TILE": 128, "HEAD_DIM": 256, "BIAS": 5000000000},
 }
 # Per launcher: name, spec line and column, its parameters (name, kind,
-# element, const, layout, line, column), and the preconditions that read a
-# variant constant (a: the arguments, c: a variant's constants).
+# element, const, layout, line, column[, rank[, nullable, extent: (text,
+# names read, elements or None where data bounds it)]]), and the
+# preconditions that read a variant constant (a: the arguments, c: a
+# variant's constants).
 LAUNCHERS = (
     _family.Launcher("tile_attn", 22, 5, (
         ("q", "ptr", "f16", True, "contiguous", 25, 9),
