@@ -19,9 +19,9 @@
 // - the persistent launchers refuse a workspace a byte short of
 //   kl_paged_decode_persist_workspace_bytes, counters a word short of
 //   kl_paged_decode_persist_counter_words, num_ctas 0 and 65536, each
-//   naming the spec's message (KL_ERROR_PRECONDITION; the workspace's,
-//   which reads a variant constant, KL_ERROR_VARIANT_MISMATCH), and accept
-//   the exact sizes.
+//   naming the spec's message (KL_ERROR_PRECONDITION, the workspace's too:
+//   it reads a variant constant, but a short buffer fits no variant better),
+//   and accept the exact sizes.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -303,14 +303,14 @@ TEST_P(BulkLaunchTest, RefusesWhatItsMmaTwinRefuses) {
 
 // The persistent launchers' own preconditions: workspace, counters, grid.
 TEST_P(BulkLaunchTest, PersistentLaunchersRefuseShortWorkspaceShortCountersAndBadGrids) {
-    // The workspace check reads DECODE_GQA_PACK_WIDTH, so the generator
-    // reports it as KL_ERROR_VARIANT_MISMATCH (DESIGN.md, Expressions).
+    // The workspace check reads DECODE_GQA_PACK_WIDTH, yet it sizes a buffer
+    // (`buffer: workspace`): KL_ERROR_PRECONDITION (issue 44, defect 5).
     struct Bad {
         const char *why, *message;
         kl_status want;
         void (*edit)(Args &);
     };
-    const kl_status ws = KL_ERROR_VARIANT_MISMATCH, pre = KL_ERROR_PRECONDITION;
+    const kl_status ws = KL_ERROR_PRECONDITION, pre = KL_ERROR_PRECONDITION;
     const char *ws_msg = "the workspace holds 2 records per block";
     const char *cnt_msg = "counters holds one zeroed word per (sequence, KV head)";
     const char *grid_msg = "the persistent grid has 1 to 65535 blocks";
@@ -352,6 +352,42 @@ TEST_P(BulkLaunchTest, PersistentLaunchersRefuseShortWorkspaceShortCountersAndBa
             a.ws_bytes = kl_paged_decode_persist_workspace_bytes(static_cast<uint32_t>(GetParam()), a.hd, a.ctas);
             EXPECT_EQ(launch_impl(k, impl, a), KL_SUCCESS) << kl_last_error_message();
             EXPECT_EQ(rb_.count, 2u);
+        }
+}
+
+// Issue 44, defect 5: a workspace one byte short was KL_ERROR_VARIANT_MISMATCH
+// (Python: "no variant fits"), since its check reads a variant constant. A
+// buffer too small is a size error of that buffer: KL_ERROR_PRECONDITION,
+// naming the buffer, the size given and the size needed (the sizes the
+// split header's helpers compute), for every persistent launcher.
+TEST_P(BulkLaunchTest, WorkspaceOrCountersOneShortIsASizeErrorOfThatBufferNotAVariantMismatch) {
+    const char *const twin[] = {"", " (bulk twin)", " (tma twin)"};
+    for (int k = 2; k < 4; k++)
+        for (int impl = 0; impl < 3; impl++) {
+            SCOPED_TRACE(std::string(kMma[k]) + twin[impl]);
+            Args a = good();
+            const uint64_t need = kl_paged_decode_persist_workspace_bytes(static_cast<uint32_t>(GetParam()), a.hd, a.ctas);
+            a.ws_bytes = need - 1;
+            EXPECT_EQ(launch_impl(k, impl, a), KL_ERROR_PRECONDITION);
+            std::string msg = kl_last_error_message();
+            EXPECT_NE(msg.find("workspace is too small: workspace_bytes = " + std::to_string(need - 1) + ", " +
+                               std::to_string(need) + " needed"),
+                      std::string::npos)
+                << msg;
+            EXPECT_EQ(msg.find("VARIANT_MISMATCH"), std::string::npos) << msg;
+            a = good();
+            const uint64_t words = kl_paged_decode_persist_counter_words(a.num_seqs, a.nkv);
+            a.counters = words - 1;
+            EXPECT_EQ(launch_impl(k, impl, a), KL_ERROR_PRECONDITION);
+            msg = kl_last_error_message();
+            EXPECT_NE(msg.find("counters is too small: num_counters = " + std::to_string(words - 1) + ", " +
+                               std::to_string(words) + " needed"),
+                      std::string::npos)
+                << msg;
+            // The shape's own variant checks still decide the variant.
+            a = good();
+            a.nq += 1;
+            EXPECT_EQ(launch_impl(k, impl, a), KL_ERROR_VARIANT_MISMATCH) << kl_last_error_message();
         }
 }
 

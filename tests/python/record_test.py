@@ -667,6 +667,59 @@ class Settings(unittest.TestCase):
             launch(pd.load_record("gqa8_d128", capacity=0))
 
 
+class PersistentBuffers(unittest.TestCase):
+    """Issue 44, defect 5: a persistent launcher given a workspace one byte
+    short raised VariantMismatchError ("no variant fits"), its size check
+    reading a variant constant. A buffer too small is that buffer's size
+    error, PreconditionError naming it, the size given and the size needed,
+    and the variant is still the one the shape picks."""
+
+    def args(self, width, **over):
+        nkv, hd, ctas, seqs = 3, 128, 7, 5
+        a = dict(q=tensor("bf16", Q), k_cache=tensor("bf16", K), v_cache=tensor("bf16", V),
+                 output=tensor("bf16", OUT), block_tables=tensor("i32", TABLES), seq_lens=tensor("i32", LENS),
+                 max_blocks_per_seq=9, num_seqs=seqs, num_q_heads=nkv * width, num_kv_heads=nkv, head_dim=hd,
+                 block_size=16, inv_sqrt_d=0.125, q_stride=nkv * width * hd, sliding_window=0,
+                 workspace=tensor("f32", 0x7f0000100000), counters=tensor("u32", 0x7f0000200000), num_ctas=ctas,
+                 # 2 records a block of width * (head_dim + 2) floats; a word per (sequence, KV head)
+                 workspace_bytes=2 * ctas * width * (hd + 2) * 4, num_counters=seqs * nkv)
+        a.update(over)
+        return a
+
+    def test_workspace_or_counters_one_short_is_a_size_error_of_that_buffer_not_no_variant_fits(self):
+        for width, variant in ((8, "gqa8_d128"), (4, "gqa4_d128")):
+            for name in ("paged_decode_persist_bf16_gqa_mma", "paged_decode_persist_bf16_gqa_bulk"):
+                with self.subTest(variant=variant, launcher=name):
+                    mod = pd.load_record(image="klaunch-module 1\nfamily paged_decode\nvariant %s\nspec_hash %s\n"
+                                         "cuda_arch 900a\n" % (variant, pd.SPEC_HASH) + "".join(
+                                             "const %s %d\n" % kv for kv in pd.VARIANTS[variant].items()),
+                                         max_dynamic_shared=227 * 1024)
+                    fn = getattr(pd, name)
+                    good = self.args(width)
+                    fn(**good, module=mod, check_only=True)
+                    need = good["workspace_bytes"]
+                    with self.assertRaises(klaunch.PreconditionError) as e:
+                        fn(**self.args(width, workspace_bytes=need - 1), module=mod)
+                    self.assertNotIsInstance(e.exception, klaunch.VariantMismatchError)
+                    self.assertIn("workspace is too small: workspace_bytes = %d, %d needed" % (need - 1, need),
+                                  str(e.exception))
+                    with self.assertRaises(klaunch.PreconditionError) as e:
+                        fn(**self.args(width, num_counters=good["num_counters"] - 1), module=mod)
+                    self.assertIn("counters is too small: num_counters = %d, %d needed" % (
+                        good["num_counters"] - 1, good["num_counters"]), str(e.exception))
+                    self.assertEqual(mod.records(), [])
+        # Without module=, the variant is the one the shape picks (width 8), and the short
+        # workspace is still what is refused, not "no variant fits".
+        registered = pd.load_record("gqa8_d128", register=True)
+        try:
+            need = self.args(8)["workspace_bytes"]
+            with self.assertRaises(klaunch.PreconditionError) as e:
+                pd.paged_decode_persist_bf16_gqa_mma(**self.args(8, workspace_bytes=need - 1))
+            self.assertIn("workspace is too small", str(e.exception))
+        finally:
+            registered.close()
+
+
 class Keywords(unittest.TestCase):
     """Every launcher of every family called with its parameters by the
     spec's names, as keywords in any order (mixed with positional ones, as a
