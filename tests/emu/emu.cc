@@ -197,6 +197,11 @@ struct State {
     uint32_t next_async = 1;
     // memory
     std::map<uintptr_t, Buf> buffers;
+    // declared extents of the launch (set_declared_extents): checked while
+    // `extents_armed`, kept after it for last_declared_extents()
+    std::string extents_kernel;
+    std::vector<DeclaredExtent> extents;
+    bool extents_armed = false;
     // outcome
     Fault fault;
     bool faulted = false;
@@ -561,6 +566,34 @@ unsigned char *shared_checked(uint32_t tid, uint32_t addr, uint32_t bytes, uint3
 // Global memory
 // ============================================================================
 
+// The declared extents of the pointers into buffer b: [a, a + n) must lie
+// in one of their windows (none into b: nothing declared, nothing checked).
+void extent_access(uint32_t tid, const Buf &b, uintptr_t a, size_t n, bool write) {
+    State &s = S();
+    const DeclaredExtent *first = nullptr;
+    bool inside = false;
+    for (DeclaredExtent &w : s.extents) {
+        const uintptr_t base = (uintptr_t)w.base;
+        if (base < b.begin || base >= b.end) continue;
+        if (first == nullptr) first = &w;
+        if (a >= base && a + n - base <= w.bytes()) {
+            inside = true;
+            w.reach = std::max<uint64_t>(w.reach, a + n - base);
+        }
+    }
+    if (first == nullptr || inside) return;
+    const uintptr_t base = (uintptr_t)first->base;
+    const long long off = (long long)(a - base);
+    raise_fault(FaultKind::kOutsideExtent, tid, a,
+                format("kernel %s: %s of %zu bytes at '%s' + %lu, byte %lld of parameter %s, outside its declared "
+                       "extent of %llu elements of %u bytes (%llu bytes: %s = %llu)",
+                       s.extents_kernel.c_str(), write ? "store" : "load", n, b.name.c_str(),
+                       (unsigned long)(a - b.begin), off, first->param.c_str(),
+                       (unsigned long long)first->elements, (unsigned)first->elem_bytes,
+                       (unsigned long long)first->bytes(), first->expr.c_str(),
+                       (unsigned long long)first->elements));
+}
+
 // A registered buffer holding [a, a + n): checks its permission. False if none holds it.
 bool buffer_access(uint32_t tid, uintptr_t a, size_t n, bool write) {
     State &s = S();
@@ -577,6 +610,7 @@ bool buffer_access(uint32_t tid, uintptr_t a, size_t n, bool write) {
         raise_fault(FaultKind::kReadOnlyWrite, tid, a,
                     format("load of %zu bytes from '%s' + %lu, a write-only buffer", n, b.name.c_str(),
                            (unsigned long)(a - b.begin)));
+    if (s.extents_armed) extent_access(tid, b, a, n, write);
     return true;
 }
 
@@ -709,6 +743,7 @@ const char *fault_kind_name(FaultKind k) {
         case FaultKind::kUnsupported: return "not emulated";
         case FaultKind::kLaunch: return "bad launch";
         case FaultKind::kBadOperand: return "bad operand";
+        case FaultKind::kOutsideExtent: return "outside declared extent";
     }
     return "?";
 }
@@ -730,6 +765,16 @@ void register_buffer(const void *p, size_t bytes, Access allowed, const char *na
 }
 void unregister_buffer(const void *p) { S().buffers.erase((uintptr_t)p); }
 void clear_buffers() { S().buffers.clear(); }
+
+void set_declared_extents(const std::string &kernel, std::vector<DeclaredExtent> extents) {
+    State &s = S();
+    s.extents_kernel = kernel;
+    s.extents = std::move(extents);
+    for (DeclaredExtent &w : s.extents) w.reach = 0;
+    s.extents_armed = true;
+}
+
+const std::vector<DeclaredExtent> &last_declared_extents() { return S().extents; }
 
 namespace {
 Fault launch_impl(Dim3 grid, Dim3 block, uint32_t dynamic_shared) {
@@ -778,7 +823,9 @@ Fault launch(Dim3 grid, Dim3 block, uint32_t dynamic_shared, void (*body)(const 
     s.body = body;
     s.params = params;
     s.fn_body = nullptr;
-    return launch_impl(grid, block, dynamic_shared);
+    Fault f = launch_impl(grid, block, dynamic_shared);
+    s.extents_armed = false;  // the windows were this launch's
+    return f;
 }
 
 Fault launch(Dim3 grid, Dim3 block, uint32_t dynamic_shared, const std::function<void()> &body) {
@@ -788,6 +835,7 @@ Fault launch(Dim3 grid, Dim3 block, uint32_t dynamic_shared, const std::function
     s.fn_body = &body;
     Fault f = launch_impl(grid, block, dynamic_shared);
     s.fn_body = nullptr;
+    s.extents_armed = false;
     return f;
 }
 

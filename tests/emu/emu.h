@@ -63,6 +63,7 @@ enum class FaultKind {
     kUnsupported,         // an instruction form the emulator does not model
     kLaunch,              // the launch itself is malformed (block shape, shared size)
     kBadOperand,          // an operand the instruction cannot take (a tensor map that is not one)
+    kOutsideExtent,       // an access through a pointer argument past its declared extent (spec `extent`)
 };
 const char *fault_kind_name(FaultKind k);
 
@@ -93,6 +94,30 @@ enum class Access { kRead, kWrite, kReadWrite };
 void register_buffer(const void *p, size_t bytes, Access allowed, const char *name);
 void unregister_buffer(const void *p);
 void clear_buffers();
+
+// ---- declared extents (the spec's `extent`, handed over by the launch) --------
+
+// One pointer argument of the launch and its declared extent: while the
+// launch runs, an access to the registered buffer holding `base` must lie in
+// [base, base + elements * elem_bytes) (or in the window of another pointer
+// into the same buffer), else the launch faults (kOutsideExtent) naming the
+// kernel, the buffer, the offset and the extent. After the launch `reach`
+// is the end of the furthest access from base, in bytes (0: none touched),
+// what a test of the extent's tightness compares with the extent.
+struct DeclaredExtent {
+    const void *base = nullptr;
+    uint64_t elements = 0;
+    uint32_t elem_bytes = 1;
+    std::string param;  // the parameter's name
+    std::string expr;   // the extent as the spec writes it
+    uint64_t reach = 0;
+    uint64_t bytes() const { return elements * elem_bytes; }
+};
+// The next launch's windows (emu_backend sets them from kl_launch.extents;
+// a test of its own may too); `kernel` names the kernel in reports.
+void set_declared_extents(const std::string &kernel, std::vector<DeclaredExtent> extents);
+// The windows of the last launch, with their reach.
+const std::vector<DeclaredExtent> &last_declared_extents();
 
 // A registered host buffer of n elements of T with `guard` poisoned
 // elements on each side (outside the registered range: a stray access is a

@@ -154,6 +154,22 @@ kl_status emu_launch(const kl_backend *be, const kl_launch *l) {
         bytes = k->params[i].offset + k->params[i].size > bytes ? k->params[i].offset + k->params[i].size : bytes;
     std::vector<unsigned char> packed(bytes + 8, 0);
     for (uint32_t i = 0; i < k->num_params; ++i) memcpy(packed.data() + k->params[i].offset, l->args[i], k->params[i].size);
+    // Each pointer argument limited to its declared extent (kl_launch.extents;
+    // unknown ones and NULL pointers are not limited).
+    std::vector<emu::DeclaredExtent> windows;
+    for (uint32_t i = 0; l->extents != nullptr && i < desc->num_extents; ++i) {
+        const kl_extent_info *e = &desc->extents[i];
+        if (l->extents[i] == KL_EXTENT_UNKNOWN || e->check >= desc->num_checks) continue;
+        emu::DeclaredExtent w;
+        memcpy(&w.base, l->args[e->arg], sizeof w.base);
+        if (w.base == nullptr) continue;
+        w.elements = l->extents[i];
+        w.elem_bytes = e->elem_bytes;
+        w.param = e->param;
+        w.expr = desc->checks[e->check].expr;
+        windows.push_back(w);
+    }
+    emu::set_declared_extents(std::string(desc->entry) + " (kl_" + desc->launcher + ")", std::move(windows));
     const emu::Fault f = emu::launch(emu::Dim3{l->grid[0], l->grid[1], l->grid[2]},
                                      emu::Dim3{l->block[0], l->block[1], l->block[2]}, l->shared_bytes, k->call,
                                      packed.data());

@@ -17,6 +17,7 @@
 
 #include "tests/emu/emu.h"
 #include "tests/emu/emu_backend.h"
+#include "tests/emu/emu_test_util.h"
 
 namespace {
 
@@ -541,3 +542,68 @@ TEST(EmuFault, ReadingACpAsyncDestinationBeforeWaitGroup) {
 }
 
 }  // namespace
+
+// ---- declared extents --------------------------------------------------------
+// emu_test_copy_extent copies n floats; its pointers are declared n
+// elements each, in buffers 8 elements longer (so only the declared extent,
+// not the allocation, can catch an overrun).
+
+struct ExtentCase {
+    emu::Fault f;
+    std::vector<emu::DeclaredExtent> windows;
+};
+ExtentCase copy_extent(uint32_t n, uint32_t planted) {
+    emu::Buffer<float> dst(n + 8, emu::Access::kReadWrite, "dst"), src(n + 8, emu::Access::kRead, "src");
+    for (uint32_t i = 0; i < n + 8; ++i) src[i] = (float)i;
+    std::vector<emu::DeclaredExtent> ws(2);
+    ws[0].base = dst.data();
+    ws[1].base = src.data();
+    for (int i = 0; i < 2; ++i) {
+        ws[i].elements = n;
+        ws[i].elem_bytes = 4;
+        ws[i].expr = "n";
+    }
+    ws[0].param = "dst";
+    ws[1].param = "src";
+    emu::set_declared_extents("emu_test_copy_extent", ws);
+    ExtentCase c;
+    c.f = emu::run(image(), "emu_test_copy_extent", {1, 1, 1}, {32, 1, 1}, 0, dst.data(),
+                   static_cast<const float *>(src.data()), n, planted);
+    c.windows = emu::last_declared_extents();
+    return c;
+}
+
+TEST(EmuExtent, ACopyOfNElementsReachesTheLastOfEach) {
+    const ExtentCase c = copy_extent(20, 0);
+    EXPECT_CLEAN(c.f);
+    ASSERT_EQ(c.windows.size(), 2u);
+    EXPECT_EQ(c.windows[0].reach, 80u);  // dst[19] ends at byte 80
+    EXPECT_EQ(c.windows[1].reach, 80u);
+    EXPECT_TRUE(emu_test::extents_reached());
+}
+TEST(EmuExtent, APlantedReadOneElementPastTheExtentFaultsNamingIt) {
+    const ExtentCase c = copy_extent(20, 1);
+    EXPECT_EQ(c.f.kind, emu::FaultKind::kOutsideExtent) << c.f.message;
+    EXPECT_EQ(c.f.thread, 0u);
+    // src[20]: byte 80 of src, inside its 28-element buffer, past its 20 declared.
+    EXPECT_NE(c.f.message.find("kernel emu_test_copy_extent: load of 4 bytes at 'src' + 80, byte 80 of parameter src, "
+                               "outside its declared extent of 20 elements of 4 bytes (80 bytes: n = 20)"),
+              std::string::npos)
+        << c.f.message;
+}
+TEST(EmuExtent, AKernelThatStopsOneElementShortLeavesItsExtentUnreached) {
+    // What a tightness test catches: the extent n is one element more than
+    // the kernel touches.
+    const ExtentCase c = copy_extent(20, 2);
+    EXPECT_CLEAN(c.f);
+    EXPECT_EQ(c.windows[0].reach, 76u);
+    EXPECT_FALSE(emu_test::extents_reached());
+}
+TEST(EmuExtent, WindowsLastOneLaunch) {
+    (void)copy_extent(20, 0);
+    // A launch without windows set checks nothing declared (only the buffers).
+    emu::Buffer<float> dst(28, emu::Access::kReadWrite, "dst"), src(28, emu::Access::kRead, "src");
+    const emu::Fault f = emu::run(image(), "emu_test_copy_extent", {1, 1, 1}, {32, 1, 1}, 0, dst.data(),
+                                  static_cast<const float *>(src.data()), 20u, 1u);
+    EXPECT_CLEAN(f);
+}

@@ -112,6 +112,22 @@ inline ::testing::AssertionResult close(const char *what, const std::function<do
                                          << first.str();
 }
 
+// The last launch touched the last byte of every declared extent it was
+// handed (the extents are tight for that shape: spec `extent`); lists the
+// ones it did not reach, with how far it got.
+inline ::testing::AssertionResult extents_reached() {
+    std::string missed;
+    const auto &ws = emu::last_declared_extents();
+    for (const emu::DeclaredExtent &w : ws) {
+        if (w.reach != w.bytes())
+            missed += "\n  " + w.param + ": reached byte " + std::to_string(w.reach) + " of " +
+                      std::to_string(w.bytes()) + " (" + w.expr + " = " + std::to_string(w.elements) + " elements)";
+    }
+    if (ws.empty()) return ::testing::AssertionFailure() << "the last launch had no declared extent";
+    if (!missed.empty()) return ::testing::AssertionFailure() << "extents not reached:" << missed;
+    return ::testing::AssertionSuccess();
+}
+
 }  // namespace emu_test
 
 #endif  // KLAUNCH_TESTS_EMU_EMU_TEST_UTIL_H

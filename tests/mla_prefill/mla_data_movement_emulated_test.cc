@@ -104,6 +104,10 @@ TEST_P(MlaDataMovementEmulated, RopeExtractCopiesEachHeadsRopeSlice) {
             KL_EMU_ASSERT_OK(l.launch(&k, q->data(), out->data(), c.num_tokens, c.nq, c.hd(), c.nope, c.rope,
                                       c.q_dim(), nullptr));
             EXPECT_TRUE(bit_equal("q_rope_out", *out, want));
+            // The extents are tight (contract 1): the last head's rope slice
+            // of the last token ends q_full's (num_tokens - 1) * q_dim + nq * hd
+            // elements (a padded row's tail is not read); every output is written.
+            EXPECT_TRUE(emu_test::extents_reached());
         }
     }
 }
@@ -134,6 +138,7 @@ TEST_P(MlaDataMovementEmulated, RopeWritebackChangesOnlyTheRopeSlices) {
             KL_EMU_ASSERT_OK(l.launch(&k, in->data(), q->data(), c.num_tokens, c.nq, c.hd(), c.nope, c.rope,
                                       c.q_dim(), nullptr));
             EXPECT_TRUE(bit_equal("q_full", *q, want));
+            EXPECT_TRUE(emu_test::extents_reached());  // as for the extract (contract 2)
         }
     }
 }

@@ -282,3 +282,12 @@ extern "C" __global__ void emu_test_fault(uint32_t *out, const uint32_t *in, uin
             break;
     }
 }
+
+/* dst[i] = src[i] for i < n, one thread an element; planted 1: thread 0 also
+ * reads src[n] (one element past the extent n); planted 2: element n - 1 is
+ * not copied (an extent n one element too large for what the kernel does). */
+extern "C" __global__ void emu_test_copy_extent(float *dst, const float *src, uint32_t n, uint32_t planted) {
+    const uint32_t i = threadIdx.x;
+    if (i < n && !(planted == 2u && i == n - 1u)) dst[i] = src[i];
+    if (planted == 1u && i == 0u) dst[0] = src[n];
+}
