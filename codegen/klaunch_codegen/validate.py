@@ -918,9 +918,8 @@ class _Validator(LaunchChecks):
         if not e.names:
             self.err(e.pos, "%s reads no parameter or constant" % what, "it is always true or always false; remove it")
             return
+        # A refused buffer: reported, and the check kept (its names are used).
         buffer = self.buffer_of(f["buffer"][1], e, what, launcher, label, resolver) if "buffer" in f else None
-        if "buffer" in f and buffer is None:
-            return
         reads_const = any(resolver(n).kind == "const" for n in e.names)
         # A buffer too small for the launch is the caller's error in every
         # variant, never a sign that another variant fits.
