@@ -21,7 +21,11 @@ measures cuMemcpyDtoD. Prints the numbers as JSON (and writes them to FILE).
 """
 import argparse
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import torch_timing  # noqa: E402  (bench/common; stdlib only at import)
 
 
 def main():
@@ -51,25 +55,10 @@ def main():
     nsets = 3
 
     def median_us(fn, runs=args.runs, warmup=5):
-        for i in range(warmup):
-            fn(i)
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-        stops = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-        for i in range(runs):
-            starts[i].record()
-            fn(warmup + i)
-            stops[i].record()
-        torch.cuda.synchronize()
-        us = sorted(1000.0 * a.elapsed_time(b) for a, b in zip(starts, stops))
-        mid = len(us) // 2
-        return us[mid] if len(us) % 2 else 0.5 * (us[mid - 1] + us[mid])
+        return torch_timing.median_us(torch, fn, runs, warmup)
 
     # Copy bandwidth, read + write bytes.
-    src = torch.empty(512 << 20, dtype=torch.uint8, device=dev).random_(0, 256)
-    dst = torch.empty_like(src)
-    us = median_us(lambda i: dst.copy_(src))
-    result["copy_gbps"] = 2 * src.numel() / (us * 1e3)
-    del src, dst
+    result["copy_gbps"] = torch_timing.copy_rate(torch, dev, args.runs, nbytes=512 << 20, warmup=5)["gbps"]
 
     gen = torch.Generator(device=dev).manual_seed(0)
     q = (torch.rand(seqs, nq, 1, hd, device=dev, generator=gen) * 2 - 1).to(torch.bfloat16)

@@ -31,6 +31,11 @@ FLOPs: causal attention counts half of dense, H * S (S + 1) / 2 * 2 *
 """
 import argparse
 import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import torch_timing  # noqa: E402  (bench/common; stdlib only at import)
 
 
 def main():
@@ -61,24 +66,9 @@ def main():
         return (torch.rand(*shape, device=dev, generator=gen) * 2 - 1).to(torch.bfloat16)
 
     def median_us(fn, runs=args.runs, warmup=3):
-        for i in range(warmup):
-            fn(i)
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-        stops = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-        for i in range(runs):
-            starts[i].record()
-            fn(warmup + i)
-            stops[i].record()
-        torch.cuda.synchronize()
-        us = sorted(1000.0 * a.elapsed_time(b) for a, b in zip(starts, stops))
-        mid = len(us) // 2
-        return us[mid] if len(us) % 2 else 0.5 * (us[mid - 1] + us[mid])
+        return torch_timing.median_us(torch, fn, runs, warmup)
 
-    def sets_for(nbytes):
-        n = 2
-        while n * nbytes < 600e6:
-            n += 1
-        return n
+    sets_for = torch_timing.sets_for
 
     only = set(w for w in args.only.split(",") if w)
 
@@ -93,25 +83,9 @@ def main():
         torch.cuda.empty_cache()
 
     # Copy bandwidth, read + write bytes.
-    def copy():
-        src = torch.empty(1 << 30, dtype=torch.uint8, device=dev).random_(0, 256, generator=gen)
-        dst = torch.empty_like(src)
-        us = median_us(lambda i: dst.copy_(src))
-        return {"us": us, "gbps": 2 * src.numel() / (us * 1e3)}
-
-    attempt("copy", copy)
-
+    attempt("copy", lambda: torch_timing.copy_rate(torch, dev, args.runs, gen=gen))
     # Dense matmul: the practical tensor-core rate.
-    def matmul():
-        n = 8192
-        nsets = sets_for(2 * n * n * 2)
-        a = [rand(n, n) for _ in range(nsets)]
-        b = [rand(n, n) for _ in range(nsets)]
-        c = torch.empty(n, n, dtype=torch.bfloat16, device=dev)
-        us = median_us(lambda i: torch.matmul(a[i % nsets], b[i % nsets], out=c))
-        return {"us": us, "tflops": 2.0 * n ** 3 / (us * 1e6), "shape": [n, n, n]}
-
-    attempt("matmul", matmul)
+    attempt("matmul", lambda: torch_timing.matmul_rate(torch, dev, rand, args.runs))
 
     # Batched GEMMs at the grouped GEMM shapes. contract_layout: A [m, g, k]
     # and C [m, g, n] as the kernel contract has them (a group's rows 256 B /

@@ -47,6 +47,9 @@ import sys
 import time
 import traceback
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import torch_timing  # noqa: E402  (bench/common; stdlib only at import)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 D, DV, KPE, PAGE = 576, 512, 64, 64
@@ -160,24 +163,9 @@ def run(args, result):
         return (torch.rand(*shape, device=dev, generator=gen) * 2 - 1).to(torch.bfloat16)
 
     def median_us(fn, runs, warmup=3):
-        for i in range(warmup):
-            fn(i)
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-        stops = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-        for i in range(runs):
-            starts[i].record()
-            fn(warmup + i)
-            stops[i].record()
-        torch.cuda.synchronize()
-        us = sorted(1000.0 * a.elapsed_time(b) for a, b in zip(starts, stops))
-        mid = len(us) // 2
-        return us[mid] if len(us) % 2 else 0.5 * (us[mid - 1] + us[mid])
+        return torch_timing.median_us(torch, fn, runs, warmup)
 
-    def sets_for(nbytes):
-        n = 2
-        while n * nbytes < 600e6:
-            n += 1
-        return n
+    sets_for = torch_timing.sets_for
 
     only = set(w for w in args.only.split(",") if w)
     batch = 32 if args.quick else 128

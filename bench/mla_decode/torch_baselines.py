@@ -36,7 +36,12 @@ GPU, saying so in the JSON ("error").
 """
 import argparse
 import json
+import os
 import random
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import torch_timing  # noqa: E402  (bench/common; stdlib only at import)
 
 
 def main():
@@ -68,24 +73,9 @@ def main():
         return (torch.rand(*shape, device=dev, generator=gen) * 2 - 1).to(torch.bfloat16)
 
     def median_us(fn, runs=args.runs, warmup=2):
-        for i in range(warmup):
-            fn(i)
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-        stops = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
-        for i in range(runs):
-            starts[i].record()
-            fn(warmup + i)
-            stops[i].record()
-        torch.cuda.synchronize()
-        us = sorted(1000.0 * a.elapsed_time(b) for a, b in zip(starts, stops))
-        mid = len(us) // 2
-        return us[mid] if len(us) % 2 else 0.5 * (us[mid - 1] + us[mid])
+        return torch_timing.median_us(torch, fn, runs, warmup)
 
-    def sets_for(nbytes):
-        n = 2
-        while n * nbytes < 600e6:
-            n += 1
-        return n
+    sets_for = torch_timing.sets_for
 
     only = set(w for w in args.only.split(",") if w)
 
@@ -99,25 +89,9 @@ def main():
             result[name] = {"error": "%s: %s" % (type(e).__name__, str(e)[:500])}
         torch.cuda.empty_cache()
 
-    def copy():
-        src = torch.empty(1 << 30, dtype=torch.uint8, device=dev).random_(0, 256, generator=gen)
-        dst = torch.empty_like(src)
-        us = median_us(lambda i: dst.copy_(src), runs=max(args.runs, 20))
-        return {"us": us, "gbps": 2 * src.numel() / (us * 1e3), "bytes": 2 * src.numel()}
-
-    attempt("copy", copy)
+    attempt("copy", lambda: torch_timing.copy_rate(torch, dev, max(args.runs, 20), gen=gen, warmup=2))
     copy_gbps = result.get("copy", {}).get("gbps")
-
-    def matmul():
-        n = 8192
-        nsets = sets_for(2 * n * n * 2)
-        a = [rand(n, n) for _ in range(nsets)]
-        b = [rand(n, n) for _ in range(nsets)]
-        c = torch.empty(n, n, dtype=torch.bfloat16, device=dev)
-        us = median_us(lambda i: torch.matmul(a[i % nsets], b[i % nsets], out=c), runs=max(args.runs, 20))
-        return {"us": us, "tflops": 2.0 * n ** 3 / (us * 1e6), "shape": [n, n, n]}
-
-    attempt("matmul", matmul)
+    attempt("matmul", lambda: torch_timing.matmul_rate(torch, dev, rand, max(args.runs, 20), warmup=2))
 
     batch = 32 if args.quick else 128
     D, DV, PAGE = 576, 512, 64
