@@ -114,7 +114,12 @@ typedef struct kl_tensor_map {
     KL__ALIGN_128 uint64_t opaque[16];
     kl_tensor_map_request request;
     const struct kl_backend *backend; /* who encoded it */
-    uint32_t magic;                   /* KL__TENSOR_MAP_MAGIC once encoded */
+    /* The spec parameter whose builder encoded it ("k_map") and that builder
+     * ("kl_X_k_map_encode"); NULL for kl_tensor_map_encode_tiled. A launcher
+     * refuses a map built for a parameter of another name. */
+    const char *param;
+    const char *builder;
+    uint32_t magic; /* KL__TENSOR_MAP_MAGIC once encoded */
 } kl_tensor_map;
 
 #define KL__TENSOR_MAP_MAGIC 0x6b6c746du /* "kltm" */
@@ -339,6 +344,8 @@ kl_status kl__tensor_map_encode(const kl_backend *backend, const kl_tensor_map_r
     if (st != KL_SUCCESS) return st;
     tmp.request = *request;
     tmp.backend = backend;
+    tmp.param = site != NULL ? site->param : NULL;
+    tmp.builder = site != NULL && site->param != NULL ? site->function : NULL;
     tmp.magic = KL__TENSOR_MAP_MAGIC;
     *map = tmp;
     return KL_SUCCESS;
@@ -393,6 +400,11 @@ kl_status kl__tensor_map_check(const kl_kernel *kernel, const kl_tensor_map *map
                     map->backend && map->backend->ops ? map->backend->ops->name : "?", (const void *)map->backend,
                     kernel->backend && kernel->backend->ops ? kernel->backend->ops->name : "?",
                     (const void *)kernel->backend);
+    /* Two maps of one shape (k_map and v_map, q_map and out_map) pass every
+     * check below: the name their builders tag them with tells them apart. */
+    if (map->param != NULL && site->param != NULL && strcmp(map->param, site->param) != 0)
+        KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "the map was built for parameter %s (by %s), not for %s (swapped maps?)",
+                    map->param, map->builder ? map->builder : "?", site->param);
     got = &map->request;
     if (got->dtype != expect->dtype || got->rank != expect->rank)
         KL__TM_FAIL(KL_ERROR_TENSOR_MAP, "the map is %s of rank %u; the kernel takes %s of rank %u",

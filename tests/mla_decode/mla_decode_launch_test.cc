@@ -269,13 +269,16 @@ TEST(MlaDecodeLaunch, TmaAttentionGeometryMapsAndRefusals) {
                                               p32.mbps, p32.num_blocks, 0.0417f, p32.parts, p32.words(), p32.bytes(),
                                               nullptr));
         EXPECT_NE(nullptr, std::strstr(kl_last_error_message(), "mla_decode_attn_bf16_mma")) << kl_last_error_message();
-        // A cache map built for q (another parameter's box and spec) is refused.
-        EXPECT_EQ(KL_SUCCESS, kl_mla_decode_attn_bf16_tma(&k, &cm, &qm, fake<int32_t>(0x3000), fake<int32_t>(0x4000),
-                                                          fake<int32_t>(0x5000), fake(0x6000), fake<float>(0x7000),
-                                                          fake<float>(0x8000), s.batch, s.s_q, s.h_q, s.D, s.page,
-                                                          s.mbps, s.num_blocks, 0.0417f, s.parts, s.words(), s.bytes(),
-                                                          nullptr))
-            << "both maps have the same box, dtype and swizzle: the launcher cannot tell them apart";
+        // The maps swapped: both have the same box, dtype and swizzle, but each
+        // builder tags its map with its parameter (issue 44, defect 7).
+        EXPECT_EQ(KL_ERROR_TENSOR_MAP,
+                  kl_mla_decode_attn_bf16_tma(&k, &cm, &qm, fake<int32_t>(0x3000), fake<int32_t>(0x4000),
+                                              fake<int32_t>(0x5000), fake(0x6000), fake<float>(0x7000),
+                                              fake<float>(0x8000), s.batch, s.s_q, s.h_q, s.D, s.page, s.mbps,
+                                              s.num_blocks, 0.0417f, s.parts, s.words(), s.bytes(), nullptr));
+        EXPECT_NE(nullptr, std::strstr(kl_last_error_message(),
+                                       "tensor map q_map: the map was built for parameter cache_map"))
+            << kl_last_error_message();
         // The fp8 launcher: 16 rows a block, 256 threads, one map (q's 16-row boxes).
         kl_kernel k8;
         ASSERT_EQ(KL_SUCCESS, kl_mla_decode_attn_fp8_tma_get(&k8, &mod2)) << kl_last_error_message();
@@ -296,13 +299,13 @@ TEST(MlaDecodeLaunch, TmaAttentionGeometryMapsAndRefusals) {
                                                          s.h_q, s.D, s.page, s.mbps, s.num_blocks, 0.0417f, s.parts,
                                                          s.words(), s.bytes(), nullptr))
             << kl_last_error_message();
-        ASSERT_EQ(3u, rb2.count);
-        EXPECT_EQ(8u, recs2[2].grid[0]);  // ceil(128 rows / 16)
-        EXPECT_EQ(7u, recs2[2].grid[1]);
-        EXPECT_EQ(256u, recs2[2].block[0]);
-        EXPECT_EQ(288u * s.D + 64u * kl_mla_decode_fp8_token_bytes(s.D - 64) + 3840u, recs2[2].shared_bytes);
-        EXPECT_LE(recs2[2].shared_bytes, 227u * 1024u);
-        EXPECT_NE(0u, recs2[2].attribute_flags & KL_LAUNCH_PROGRAMMATIC_SERIALIZATION);
+        ASSERT_EQ(2u, rb2.count);
+        EXPECT_EQ(8u, recs2[1].grid[0]);  // ceil(128 rows / 16)
+        EXPECT_EQ(7u, recs2[1].grid[1]);
+        EXPECT_EQ(256u, recs2[1].block[0]);
+        EXPECT_EQ(288u * s.D + 64u * kl_mla_decode_fp8_token_bytes(s.D - 64) + 3840u, recs2[1].shared_bytes);
+        EXPECT_LE(recs2[1].shared_bytes, 227u * 1024u);
+        EXPECT_NE(0u, recs2[1].attribute_flags & KL_LAUNCH_PROGRAMMATIC_SERIALIZATION);
         kl_module_unload(&mod2);
     }
 }

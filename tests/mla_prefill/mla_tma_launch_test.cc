@@ -249,8 +249,35 @@ TEST(MlaTmaLaunch, LauncherRefusesMapsThatDoNotFitTheKernel) {
     EXPECT_EQ(KL_ERROR_NULL_POINTER, kl_mla_q_rope_extract_tma(&h.k, nullptr, &out, kTokens, kNq, kRope, nullptr));
     EXPECT_EQ(0u, h.rb.count) << "a refused launch recorded something";
 
-    // q_map and out_map share a description: either map fits either slot.
-    EXPECT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma(&h.k, &out, &q, kTokens, kNq, kRope, nullptr));
+}
+
+// Issue 44, defect 7: q_map and out_map share a description, so the two
+// swapped passed every check (the kernel would read the output and write
+// over Q). Each builder tags its map with its parameter: a map built for
+// one is refused for the other, naming both, in the launcher and its _check.
+TEST(MlaTmaLaunch, SwappedMapsOfOneShapeAreRefusedNamingTheParameterEachWasBuiltFor) {
+    Harness h;
+    ASSERT_EQ(KL_SUCCESS, h.status) << kl_last_error_message();
+    kl_tensor_map q, out;
+    ASSERT_EQ(KL_SUCCESS, encode_q(h, &q));
+    ASSERT_EQ(KL_SUCCESS, encode_out(h, &out));
+    EXPECT_EQ(KL_ERROR_TENSOR_MAP, kl_mla_q_rope_extract_tma(&h.k, &out, &q, kTokens, kNq, kRope, nullptr));
+    EXPECT_NE(std::string::npos, std::string(kl_last_error_message())
+                                     .find("kl_mla_q_rope_extract_tma: tensor map q_map: the map was built for "
+                                           "parameter out_map (by kl_mla_q_rope_extract_tma_out_map_encode), not "
+                                           "for q_map"))
+        << kl_last_error_message();
+    EXPECT_EQ(KL_ERROR_TENSOR_MAP, kl_mla_q_rope_extract_tma_check(&h.k, &q, &q, kTokens, kNq, kRope));
+    EXPECT_NE(std::string::npos, std::string(kl_last_error_message())
+                                     .find("tensor map out_map: the map was built for parameter q_map"))
+        << kl_last_error_message();
+    EXPECT_EQ(0u, h.rb.count) << "a refused launch recorded something";
+    // A map of kl_tensor_map_encode_tiled carries no parameter: its fields decide.
+    kl_tensor_map generic;
+    ASSERT_EQ(KL_SUCCESS, kl_tensor_map_encode_tiled(&h.rb.base, &out.request, &generic));
+    EXPECT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma(&h.k, &q, &generic, kTokens, kNq, kRope, nullptr))
+        << kl_last_error_message();
+    EXPECT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma(&h.k, &q, &out, kTokens, kNq, kRope, nullptr));
 }
 
 TEST(MlaTmaLaunch, RefusesAModuleWhoseLoadedImageIsNotSm90a) {

@@ -84,37 +84,38 @@ class BulkEmulatedTest : public paged_decode_problem::PackWidthTest {
         // The maps' 4-D view (d, kv head, slot, block) of each cache.
         const uint64_t block_stride = fp8 ? p.cache_stride : p.block_elems;
         kl_tensor_map km, vm;
-        auto encode = [&](auto builder, const auto *kp, const auto *vp) {
-            KL_EMU_ASSERT_OK(builder(&k, &km, kp, g.head_dim, g.num_kv_heads, g.block_size, p.num_blocks, g.head_dim,
-                                     uint64_t{g.num_kv_heads} * g.head_dim, block_stride));
-            KL_EMU_ASSERT_OK(builder(&k, &vm, vp, g.head_dim, g.num_kv_heads, g.block_size, p.num_blocks, g.head_dim,
+        // Each map with its own parameter's builder (a map is tagged with it).
+        auto encode = [&](auto kbuilder, auto vbuilder, const auto *kp, const auto *vp) {
+            KL_EMU_ASSERT_OK(kbuilder(&k, &km, kp, g.head_dim, g.num_kv_heads, g.block_size, p.num_blocks, g.head_dim,
+                                      uint64_t{g.num_kv_heads} * g.head_dim, block_stride));
+            KL_EMU_ASSERT_OK(vbuilder(&k, &vm, vp, g.head_dim, g.num_kv_heads, g.block_size, p.num_blocks, g.head_dim,
                                      uint64_t{g.num_kv_heads} * g.head_dim, block_stride));
         };
         auto launch = [&]() {
             if (maps && num_ctas == 0 && !fp8) {
                 KL_EMU_ASSERT_OK(kl_paged_decode_attn_bf16_gqa_tma_get(&k, m));
-                encode(kl_paged_decode_attn_bf16_gqa_tma_k_map_encode, in.kbp, in.vbp);
+                encode(kl_paged_decode_attn_bf16_gqa_tma_k_map_encode, kl_paged_decode_attn_bf16_gqa_tma_v_map_encode, in.kbp, in.vbp);
                 KL_EMU_ASSERT_OK(kl_paged_decode_attn_bf16_gqa_tma(
                     &k, in.q->data(), &km, &vm, out.data(), in.tables->data(), in.lens->data(), g.max_blocks_per_seq,
                     g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv, g.q_stride,
                     g.sliding_window, nullptr));
             } else if (maps && num_ctas == 0) {
                 KL_EMU_ASSERT_OK(kl_paged_decode_attn_fp8_gqa_tma_get(&k, m));
-                encode(kl_paged_decode_attn_fp8_gqa_tma_k_map_encode, in.k8p, in.v8p);
+                encode(kl_paged_decode_attn_fp8_gqa_tma_k_map_encode, kl_paged_decode_attn_fp8_gqa_tma_v_map_encode, in.k8p, in.v8p);
                 KL_EMU_ASSERT_OK(kl_paged_decode_attn_fp8_gqa_tma(
                     &k, in.q->data(), &km, &vm, out.data(), in.tables->data(), in.lens->data(), g.max_blocks_per_seq,
                     g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv, c.k_scale, c.v_scale,
                     g.q_stride, g.sliding_window, nullptr));
             } else if (maps && !fp8) {
                 KL_EMU_ASSERT_OK(kl_paged_decode_persist_bf16_gqa_tma_get(&k, m));
-                encode(kl_paged_decode_persist_bf16_gqa_tma_k_map_encode, in.kbp, in.vbp);
+                encode(kl_paged_decode_persist_bf16_gqa_tma_k_map_encode, kl_paged_decode_persist_bf16_gqa_tma_v_map_encode, in.kbp, in.vbp);
                 KL_EMU_ASSERT_OK(kl_paged_decode_persist_bf16_gqa_tma(
                     &k, in.q->data(), &km, &vm, out.data(), in.tables->data(), in.lens->data(), g.max_blocks_per_seq,
                     g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv, g.q_stride,
                     g.sliding_window, ws.data(), counters.data(), num_ctas, ws_bytes, nc, nullptr));
             } else if (maps) {
                 KL_EMU_ASSERT_OK(kl_paged_decode_persist_fp8_gqa_tma_get(&k, m));
-                encode(kl_paged_decode_persist_fp8_gqa_tma_k_map_encode, in.k8p, in.v8p);
+                encode(kl_paged_decode_persist_fp8_gqa_tma_k_map_encode, kl_paged_decode_persist_fp8_gqa_tma_v_map_encode, in.k8p, in.v8p);
                 KL_EMU_ASSERT_OK(kl_paged_decode_persist_fp8_gqa_tma(
                     &k, in.q->data(), &km, &vm, out.data(), in.tables->data(), in.lens->data(), g.max_blocks_per_seq,
                     g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv, c.k_scale, c.v_scale,

@@ -146,23 +146,30 @@ class BulkLaunchTest : public ::testing::TestWithParam<int> {
             return kl_paged_decode_persist_fp8_gqa_tma_get(kern, &mod_);
         }
     }
-    // Encodes kind k's maps of the caches at kb (bf16) / k8 (fp8) with good()'s shape.
-    kl_status encode_tma(int k, const kl_kernel *kern, kl_tensor_map *map, uintptr_t at, uint64_t stride3) {
+    // Encodes kind k's K map (or, with v, its V map: each parameter has its
+    // own builder, and a map is tagged with it) of the caches at kb (bf16) /
+    // k8 (fp8) with good()'s shape.
+    kl_status encode_tma(int k, const kl_kernel *kern, kl_tensor_map *map, uintptr_t at, uint64_t stride3,
+                         bool v = false) {
         const Args a = good();
         const uint64_t s2 = uint64_t{a.nkv} * a.hd;
         const kl_bf16 *b = reinterpret_cast<const kl_bf16 *>(at);
         const kl_fp8_e4m3 *f = reinterpret_cast<const kl_fp8_e4m3 *>(at);
         switch (k) {
         case 0:
-            return kl_paged_decode_attn_bf16_gqa_tma_k_map_encode(kern, map, b, a.hd, a.nkv, a.bs, 100, a.hd, s2, stride3);
+            return (v ? kl_paged_decode_attn_bf16_gqa_tma_v_map_encode : kl_paged_decode_attn_bf16_gqa_tma_k_map_encode)(
+                kern, map, b, a.hd, a.nkv, a.bs, 100, a.hd, s2, stride3);
         case 1:
-            return kl_paged_decode_attn_fp8_gqa_tma_k_map_encode(kern, map, f, a.hd, a.nkv, a.bs, 100, a.hd, s2, stride3);
+            return (v ? kl_paged_decode_attn_fp8_gqa_tma_v_map_encode : kl_paged_decode_attn_fp8_gqa_tma_k_map_encode)(
+                kern, map, f, a.hd, a.nkv, a.bs, 100, a.hd, s2, stride3);
         case 2:
-            return kl_paged_decode_persist_bf16_gqa_tma_k_map_encode(kern, map, b, a.hd, a.nkv, a.bs, 100, a.hd, s2,
-                                                                     stride3);
+            return (v ? kl_paged_decode_persist_bf16_gqa_tma_v_map_encode
+                      : kl_paged_decode_persist_bf16_gqa_tma_k_map_encode)(kern, map, b, a.hd, a.nkv, a.bs, 100, a.hd,
+                                                                           s2, stride3);
         default:
-            return kl_paged_decode_persist_fp8_gqa_tma_k_map_encode(kern, map, f, a.hd, a.nkv, a.bs, 100, a.hd, s2,
-                                                                    stride3);
+            return (v ? kl_paged_decode_persist_fp8_gqa_tma_v_map_encode
+                      : kl_paged_decode_persist_fp8_gqa_tma_k_map_encode)(kern, map, f, a.hd, a.nkv, a.bs, 100, a.hd,
+                                                                          s2, stride3);
         }
     }
     kl_status launch_tma(int k, const Args &a, const kl_tensor_map *km = nullptr, const kl_tensor_map *vm = nullptr) {
@@ -178,7 +185,7 @@ class BulkLaunchTest : public ::testing::TestWithParam<int> {
             km = &kmap;
         }
         if (vm == nullptr) {
-            st = encode_tma(k, &kern, &vmap, k % 2 ? 0x50000 : 0x30000, stride3);
+            st = encode_tma(k, &kern, &vmap, k % 2 ? 0x50000 : 0x30000, stride3, true);
             if (st != KL_SUCCESS) return st;
             vm = &vmap;
         }
@@ -402,7 +409,8 @@ TEST_P(BulkLaunchTest, TensorMapTwinsPackTheirMapsAndRefuseWhatTheyCannotCopy) {
         kl_tensor_map km, vm;
         const uint64_t stride3 = k % 2 ? a.cache_stride : uint64_t{a.bs} * a.nkv * a.hd;
         ASSERT_EQ(encode_tma(k, &kern, &km, k % 2 ? 0x40000 : 0x20000, stride3), KL_SUCCESS) << kl_last_error_message();
-        ASSERT_EQ(encode_tma(k, &kern, &vm, k % 2 ? 0x50000 : 0x30000, stride3), KL_SUCCESS) << kl_last_error_message();
+        ASSERT_EQ(encode_tma(k, &kern, &vm, k % 2 ? 0x50000 : 0x30000, stride3, true), KL_SUCCESS)
+            << kl_last_error_message();
         ASSERT_EQ(launch_tma(k, a, &km, &vm), KL_SUCCESS) << kl_last_error_message();
         ASSERT_EQ(rb_.count, 2u);
         const kl_record &mma = records_[0], &tma = records_[1];
@@ -447,6 +455,36 @@ TEST_P(BulkLaunchTest, TensorMapTwinsPackTheirMapsAndRefuseWhatTheyCannotCopy) {
         kl_tensor_map bad;
         EXPECT_EQ(encode_tma(k, &kern, &bad, (k % 2 ? 0x40000 : 0x20000) + 2, stride3), KL_ERROR_TENSOR_MAP);
         if (k % 2) EXPECT_EQ(encode_tma(k, &kern, &bad, 0x40000, stride3 + 5), KL_ERROR_TENSOR_MAP);
+    }
+}
+
+// Issue 44, defect 7: k_map and v_map have one description, so a K map passed
+// for V (or the two swapped) passed every check and the kernel read K as V.
+// Each builder tags its map with its parameter; a launcher refuses a map
+// built for a parameter of another name, naming both, and records nothing.
+TEST_P(BulkLaunchTest, TensorMapTwinsRefuseTheKAndVMapsSwappedNamingTheParameterEachWasBuiltFor) {
+    for (int k = 0; k < 4; k++) {
+        SCOPED_TRACE(std::string(kMma[k]) + " tma twin");
+        const Args a = good();
+        kl_kernel kern;
+        ASSERT_EQ(get_tma(k, &kern), KL_SUCCESS) << kl_last_error_message();
+        kl_tensor_map km, vm;
+        const uint64_t stride3 = k % 2 ? a.cache_stride : uint64_t{a.bs} * a.nkv * a.hd;
+        ASSERT_EQ(encode_tma(k, &kern, &km, k % 2 ? 0x40000 : 0x20000, stride3), KL_SUCCESS);
+        ASSERT_EQ(encode_tma(k, &kern, &vm, k % 2 ? 0x50000 : 0x30000, stride3, true), KL_SUCCESS);
+        kl_record_backend_clear(&rb_);
+        EXPECT_EQ(launch_tma(k, a, &vm, &km), KL_ERROR_TENSOR_MAP);
+        std::string msg = kl_last_error_message();
+        EXPECT_NE(msg.find("tensor map k_map: the map was built for parameter v_map (by kl_" +
+                           std::string(kMma[k]).replace(std::string(kMma[k]).size() - 3, 3, "tma") +
+                           "_v_map_encode), not for k_map"),
+                  std::string::npos)
+            << msg;
+        EXPECT_EQ(launch_tma(k, a, &km, &km), KL_ERROR_TENSOR_MAP);
+        msg = kl_last_error_message();
+        EXPECT_NE(msg.find("tensor map v_map: the map was built for parameter k_map"), std::string::npos) << msg;
+        EXPECT_EQ(rb_.count, 0u) << "a refused launch was recorded";
+        EXPECT_EQ(launch_tma(k, a, &km, &vm), KL_SUCCESS) << kl_last_error_message();
     }
 }
 

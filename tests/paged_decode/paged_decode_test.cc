@@ -173,11 +173,12 @@ void run_case(Kind kind, int width, const Case &c) {
     // A _tma launcher's maps of the caches at kp, vp: the 4-D views (d, kv head, slot, block).
     kl_tensor_map km, vm;
     kl_kernel k_for_maps;
-    auto encode = [&](auto builder, const auto *kp, const auto *vp) {
+    // Each map with its own parameter's builder (a map is tagged with it).
+    auto encode = [&](auto kbuilder, auto vbuilder, const auto *kp, const auto *vp) {
         const uint64_t s3 = is_fp8(kind) ? p.cache_stride : p.block_elems;
-        KL_ASSERT_OK(builder(&k_for_maps, &km, kp, g.head_dim, g.num_kv_heads, g.block_size, p.num_blocks, g.head_dim,
-                             uint64_t{g.num_kv_heads} * g.head_dim, s3));
-        KL_ASSERT_OK(builder(&k_for_maps, &vm, vp, g.head_dim, g.num_kv_heads, g.block_size, p.num_blocks, g.head_dim,
+        KL_ASSERT_OK(kbuilder(&k_for_maps, &km, kp, g.head_dim, g.num_kv_heads, g.block_size, p.num_blocks, g.head_dim,
+                              uint64_t{g.num_kv_heads} * g.head_dim, s3));
+        KL_ASSERT_OK(vbuilder(&k_for_maps, &vm, vp, g.head_dim, g.num_kv_heads, g.block_size, p.num_blocks, g.head_dim,
                              uint64_t{g.num_kv_heads} * g.head_dim, s3));
     };
 
@@ -238,7 +239,7 @@ void run_case(Kind kind, int width, const Case &c) {
         } else if (kind == Kind::kBf16Tma) {
             if (!bulk_loads(kl_paged_decode_attn_bf16_gqa_tma_get(&k, mod), kind)) return;
             k_for_maps = k;
-            encode(kl_paged_decode_attn_bf16_gqa_tma_k_map_encode, kp, vp);
+            encode(kl_paged_decode_attn_bf16_gqa_tma_k_map_encode, kl_paged_decode_attn_bf16_gqa_tma_v_map_encode, kp, vp);
             st = kl_paged_decode_attn_bf16_gqa_tma(&k, q.get(), &km, &vm, o, tables.get(), lens.get(),
                                                    g.max_blocks_per_seq, g.num_seqs, g.num_q_heads, g.num_kv_heads,
                                                    g.head_dim, g.block_size, inv, g.q_stride, g.sliding_window,
@@ -246,7 +247,7 @@ void run_case(Kind kind, int width, const Case &c) {
         } else {
             if (!bulk_loads(kl_paged_decode_persist_bf16_gqa_tma_get(&k, mod), kind)) return;
             k_for_maps = k;
-            encode(kl_paged_decode_persist_bf16_gqa_tma_k_map_encode, kp, vp);
+            encode(kl_paged_decode_persist_bf16_gqa_tma_k_map_encode, kl_paged_decode_persist_bf16_gqa_tma_v_map_encode, kp, vp);
             st = kl_paged_decode_persist_bf16_gqa_tma(&k, q.get(), &km, &vm, o, tables.get(), lens.get(),
                                                       g.max_blocks_per_seq, g.num_seqs, g.num_q_heads,
                                                       g.num_kv_heads, g.head_dim, g.block_size, inv, g.q_stride,
@@ -308,7 +309,7 @@ void run_case(Kind kind, int width, const Case &c) {
         } else if (kind == Kind::kFp8Tma) {
             if (!bulk_loads(kl_paged_decode_attn_fp8_gqa_tma_get(&k, mod), kind)) return;
             k_for_maps = k;
-            encode(kl_paged_decode_attn_fp8_gqa_tma_k_map_encode, kp, vp);
+            encode(kl_paged_decode_attn_fp8_gqa_tma_k_map_encode, kl_paged_decode_attn_fp8_gqa_tma_v_map_encode, kp, vp);
             st = kl_paged_decode_attn_fp8_gqa_tma(&k, q.get(), &km, &vm, o, tables.get(), lens.get(),
                                                   g.max_blocks_per_seq, g.num_seqs, g.num_q_heads, g.num_kv_heads,
                                                   g.head_dim, g.block_size, inv, c.k_scale, c.v_scale, g.q_stride,
@@ -316,7 +317,7 @@ void run_case(Kind kind, int width, const Case &c) {
         } else {
             if (!bulk_loads(kl_paged_decode_persist_fp8_gqa_tma_get(&k, mod), kind)) return;
             k_for_maps = k;
-            encode(kl_paged_decode_persist_fp8_gqa_tma_k_map_encode, kp, vp);
+            encode(kl_paged_decode_persist_fp8_gqa_tma_k_map_encode, kl_paged_decode_persist_fp8_gqa_tma_v_map_encode, kp, vp);
             st = kl_paged_decode_persist_fp8_gqa_tma(&k, q.get(), &km, &vm, o, tables.get(), lens.get(),
                                                      g.max_blocks_per_seq, g.num_seqs, g.num_q_heads,
                                                      g.num_kv_heads, g.head_dim, g.block_size, inv, c.k_scale,
@@ -613,10 +614,12 @@ TEST_F(PagedDecodeTest, PersistentBulkOneBlockRefillsNoSlotBeforeItIsRead) {
             return;
         kl_tensor_map km, vm;
         if (tma) {
-            for (auto [map, cache] : {std::pair{&km, kc.get()}, std::pair{&vm, vc.get()}})
-                KL_ASSERT_OK(kl_paged_decode_persist_bf16_gqa_tma_k_map_encode(
-                    &k, map, cache, g.head_dim, g.num_kv_heads, g.block_size, pa.num_blocks, g.head_dim,
-                    uint64_t{g.num_kv_heads} * g.head_dim, pa.block_elems));
+            KL_ASSERT_OK(kl_paged_decode_persist_bf16_gqa_tma_k_map_encode(
+                &k, &km, kc.get(), g.head_dim, g.num_kv_heads, g.block_size, pa.num_blocks, g.head_dim,
+                uint64_t{g.num_kv_heads} * g.head_dim, pa.block_elems));
+            KL_ASSERT_OK(kl_paged_decode_persist_bf16_gqa_tma_v_map_encode(
+                &k, &vm, vc.get(), g.head_dim, g.num_kv_heads, g.block_size, pa.num_blocks, g.head_dim,
+                uint64_t{g.num_kv_heads} * g.head_dim, pa.block_elems));
         }
         auto launch = [&](uint32_t ctas) {
             out.poison();

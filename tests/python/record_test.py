@@ -939,6 +939,21 @@ class TensorMaps(unittest.TestCase):
             launch(q_map, out_map, 37, 16, 64, module=on1)
         self.assertEqual(self.mod.records(), [])
 
+    def test_swapped_maps_of_one_shape_are_refused_naming_the_parameter_each_was_built_for(self):
+        # Issue 44, defect 7: q_map and out_map share a description, so the two swapped launched.
+        q_map, out_map = self.maps()
+        launch = mla.mla_q_rope_extract_tma
+        with self.assertRaises(klaunch.TensorMapError) as e:
+            launch(out_map, q_map, 37, 16, 64, module=self.mod)
+        self.assertIn("tensor map q_map: the map was built for parameter out_map (by "
+                      "kl_mla_q_rope_extract_tma_out_map_encode), not for q_map", str(e.exception))
+        with self.assertRaises(klaunch.TensorMapError) as e:
+            launch(q_map, q_map, 37, 16, 64, module=self.mod, check_only=True)
+        self.assertIn("tensor map out_map: the map was built for parameter q_map", str(e.exception))
+        self.assertEqual(self.mod.records(), [])
+        launch(q_map, out_map, 37, 16, 64, module=self.mod)
+        self.assertEqual(len(self.mod.records()), 1)
+
     def mod_text(self):
         return "klaunch-module 1\nfamily mla_prefill\nvariant mistral_small_4\nspec_hash %s\ncuda_arch 900a\n" % (
             mla.SPEC_HASH) + "".join("const %s %d\n" % kv for kv in mla.VARIANTS["mistral_small_4"].items())
