@@ -673,10 +673,15 @@ def _views(spec):
 
 
 def render_header(spec):
+    from . import choose_emit
+
     launchers = _views(spec)
+    operations = getattr(spec, "operations", None) or []
     return env().get_template("header.h.j2").render(
         spec=spec, launchers=launchers, guard="KLAUNCH_%s_H" % spec.family.upper(), file="klaunch/%s.h" % spec.family,
         has_tensor_maps=any(l.tensor_maps for l in launchers),
+        operations=choose_emit.operation_views(spec, launchers) if operations else [],
+        operation_includes=choose_emit.includes(spec) if operations else [],
     )
 
 

@@ -271,6 +271,7 @@ class Spec:
         self.variants = []
         self.launchers = []
         self.refused_consts = {}  # constant name -> "name" or "value": reported, so left out
+        self.operations = []  # Operation, in spec order (operations.py)
 
     @property
     def const_names(self):
@@ -294,3 +295,68 @@ class LauncherResolver:
     def candidates(self):
         return list(self.params) + list(self.const_index)
 
+
+class ShapeParam:
+    """One input of an operation's chooser (its kl_<op>_shape field)."""
+
+    def __init__(self, name, ptype, doc, pos):
+        self.name = name
+        self.type = ptype
+        self.doc = doc
+        self.pos = pos
+        self.used = False  # read by an alternative's launcher, a key or an expression
+        self.mismatch_reported = False
+
+
+class Alternative:
+    """One launcher that implements an operation: when it applies beyond its
+    launcher's checks, and its tunables' defaults ([(parameter, Expr)])."""
+
+    def __init__(self, name, pos, launcher):
+        self.name = name
+        self.pos = pos
+        self.launcher = launcher
+        self.doc = ""
+        self.when = None
+        self.tunables = []
+        # Which of the launcher's parameters (by index: names are renamed
+        # in collisions.py's tagged copy) each shape parameter and tunable is.
+        self.shape_index = {}
+        self.tunable_index = {}
+
+
+class Operation:
+    """A spec operation (operations.py): its shape, table keys, values,
+    alternatives and fallback rule ([(Alternative, Expr or None)])."""
+
+    def __init__(self, name, pos):
+        self.name = name
+        self.pos = pos
+        self.doc = ""
+        self.includes = []
+        self.shape = []
+        self.keys = []  # [(shape parameter, "exact" or "log2")]
+        self.values = []  # [(name, helper, [(kind, value)])], kind "name", "int" or "const"
+        self.value_use = {}  # name -> (position, used)
+        self.value_reads = {}  # name -> the values it reads
+        self.alternatives = []
+        self.refused_alternatives = set()  # names reported where defined: not again where used
+        self.tunables = []  # every alternative's tunable names, first use first
+        self.fallback = []
+
+    def add_shape(self, name, ptype, doc, pos):
+        p = ShapeParam(name, ptype, doc, pos)
+        self.shape.append(p)
+        return p
+
+    def shape_param(self, name):
+        for p in self.shape:
+            if p.name == name:
+                return p
+        return None
+
+    def alternative(self, name):
+        for a in self.alternatives:
+            if a.name == name:
+                return a
+        return None

@@ -79,7 +79,7 @@ MAX_SPEC_BYTES = 64 << 20
 
 # ---- keys -----------------------------------------------------------------------
 
-TOP_KEYS = ("family", "doc", "variants", "launchers")
+TOP_KEYS = ("family", "doc", "variants", "launchers", "operations")
 VARIANT_KEYS = ("doc", "constants")
 LAUNCHER_KEYS = ("name", "entry", "doc", "params", "grid", "block", "shared_bytes", "max_dynamic_shared", "preconditions", "launch_attributes", "arch")
 ATTRIBUTE_KEYS = ("cluster", "programmatic_serialization", "cooperative")

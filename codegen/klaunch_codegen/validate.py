@@ -19,6 +19,7 @@ import stat
 from . import expr as ex
 from .names import header_name_problem
 from .launch_checks import LaunchChecks
+from .operations import validate_operations
 from .model import Check, Expr, Extent, Launcher, Param, Spec, TensorMap, Type, Variant
 from .schema import (
     TENSOR_MAP,
@@ -314,6 +315,15 @@ class _Validator(LaunchChecks):
             self.variants(f["variants"][1], spec)
         if "launchers" in f:
             self.launchers(f["launchers"][1], spec)
+        if "operations" in f:
+            # Launchers named in the list, valid or not: one refused is not reported again.
+            lnode = f["launchers"][1] if "launchers" in f else None
+            named = set()
+            for item in (lnode.value if lnode is not None and is_sequence(lnode) else []):
+                for knode, vnode in (item.value if is_mapping(item) else []):
+                    if is_scalar(knode) and knode.value == "name" and is_scalar(vnode):
+                        named.add(vnode.value)
+            validate_operations(self, f["operations"][1], spec, named)
 
     def variants(self, node, spec):
         if not self.want_mapping(node, "variants"):

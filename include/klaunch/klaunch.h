@@ -95,7 +95,8 @@ extern "C" {
     X(KL_ERROR_STALE_FATBIN, "the fatbin was built from another version of the spec")       \
     X(KL_ERROR_UNSUPPORTED, "the driver or device cannot do what was asked")                \
     X(KL_ERROR_CAPTURE_ACTIVE, "refused during a stream capture; load before capturing")                 \
-    X(KL_ERROR_TENSOR_MAP, "a tensor map cannot be encoded or does not fit the kernel")
+    X(KL_ERROR_TENSOR_MAP, "a tensor map cannot be encoded or does not fit the kernel")      \
+    X(KL_ERROR_CHOICE_TABLE, "a choice table (klaunch/choose.h) is malformed")
 
 typedef enum kl_status {
 #define KL__STATUS_ENUM(name, text) name,

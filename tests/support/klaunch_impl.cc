@@ -5,3 +5,4 @@
 #include "klaunch/klaunch.h"
 #include "klaunch/cuda_backend.h"
 #include "klaunch/record_backend.h"
+#include "klaunch/choose.h"  /* the choice-table loader and writer */
