@@ -1,7 +1,8 @@
 """What python/check.sh runs with the venv's Python after pip install
 ./python, from a folder outside the checkout: every family imports from
 the venv, a launch on the recording backend packs its arguments as the
-kernel reads them, and refusals carry their status and message.
+kernel reads them, and refusals (a tensor short of its extent, a wrong
+dtype, a precondition) carry their status and message.
 
     venv/bin/python python/pip_smoke_test.py VENV
 """
@@ -15,11 +16,16 @@ import klaunch_mla_prefill as mla
 import klaunch_paged_decode as pd
 
 
+# Elements of each stand-in tensor: more than any launch below declares it
+# may touch (the launchers check a tensor's span against its extent).
+N = 1 << 20
+
+
 class Array:
     """__cuda_array_interface__ (i32, f32: types it can say)."""
 
-    def __init__(self, address, typestr="<i4"):
-        self.__cuda_array_interface__ = {"shape": (64,), "typestr": typestr, "data": (address, False), "version": 2}
+    def __init__(self, address, typestr="<i4", n=N):
+        self.__cuda_array_interface__ = {"shape": (n,), "typestr": typestr, "data": (address, False), "version": 2}
 
 
 class _DLTensor(ctypes.Structure):
@@ -37,10 +43,10 @@ _new.restype, _new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_
 
 
 class Bf16:
-    """A bf16 tensor of 64 elements on cuda:0 through (legacy) DLPack."""
+    """A bf16 tensor of n elements on cuda:0 through (legacy) DLPack."""
 
-    def __init__(self, address):
-        self.shape = (ctypes.c_int64 * 1)(64)
+    def __init__(self, address, n=N):
+        self.shape = (ctypes.c_int64 * 1)(n)
         self.m = _Managed(_DLTensor(address, 2, 0, 1, 4, 16, 1, self.shape, None, 0), None, None)
 
     def __dlpack__(self, stream=None):
@@ -60,6 +66,12 @@ def main():
     (r,) = mod.records()
     want = struct.pack("<6Q5IfII", 0x1000, 0x2000, 0x3000, 0x4000, 0x5000, 0x6000, 4, 32, 8, 128, 16, 0.5, 4096, 0)
     assert (r.grid, r.block, r.stream, r.args) == ((32, 3, 1), (256, 1, 1), 9, want), r
+    try:
+        pd.paged_decode_attn_bf16(Bf16(0x1000, 12287), Bf16(0x2000), Bf16(0x3000), Bf16(0x4000), Array(0x5000),
+                                  Array(0x6000), 4, 3, 32, 8, 128, 16, 0.5, 4096, 0, module=mod)
+        raise SystemExit("a q one element short was not refused")
+    except klaunch.ExtentError as e:
+        assert "parameter q needs 12288 elements" in str(e), e
     try:
         pd.paged_decode_attn_bf16(Array(0x1000, "<f4"), Bf16(0x2000), Bf16(0x3000), Bf16(0x4000), Array(0x5000),
                                   Array(0x6000), 4, 3, 32, 8, 128, 16, 0.5, 4096, 0, module=mod)
