@@ -53,7 +53,11 @@
  *     o   [S][R][DV]  from float 0
  *     lse [S][R]      from float S * R * DV
  *   Bytes: kl_mla_decode_workspace_bytes(P, s_q, h_q, head_dim) =
- *   4 * S * R * (DV + 1). Its contents need no initialisation.
+ *   4 * S * R * (DV + 1). Its contents need no initialisation. The
+ *   schedule numbers at most 2 P - 2 slots (at most P - 1 cuts fall inside
+ *   sequences, each making at most 2 splits), so the kernels touch floats
+ *   below S * R * DV + (2 P - 2) * R = 2 R (P (DV + 1) - 1), the spec's
+ *   declared extent of workspace; slots 2 P - 2 and 2 P - 1 stay unused.
  *
  * THE FP8 CACHE TOKEN (mla_decode_attn_fp8_*: kv_cache [blocks][page][bytes])
  *   bytes [0, kv_lora)               the latent values, E4M3
@@ -63,10 +67,14 @@
  *   bytes a token, FlashMLA's format), 272 at D 320 (400 bytes; the 8
  *   bytes after the 2 scales are padding). Latent c = e4m3[c] * scale[c / 128].
  *
- * CHOOSING A LAUNCHER (until the chooser of issue 45; docs/MLA_DECODE.md)
- *   kl_mla_decode_pick: the _tma launcher of the cache's type on sm_90 when
- *   it loaded (kl_X_get succeeded) and page_size % 64 == 0; the _mma ones
- *   everywhere else.
+ * CHOOSING A LAUNCHER (docs/MLA_DECODE.md)
+ *   kl_mla_decode_attn_{bf16,fp8}_choose (generated from the spec's
+ *   operations:, klaunch/choose.h) chooses by measurement where a table
+ *   covers the card and shape, else by this rule, which
+ *   kl_mla_decode_pick states for callers without the handles: the _tma
+ *   launcher of the cache's type on sm_90 when it loaded (kl_X_get
+ *   succeeded) and page_size % 64 == 0; the _mma ones everywhere else
+ *   (tests/choose/choose_rule_test checks the two agree).
  *
  * ERROR REPORTING
  *   None of these functions fails or reports: they return values
