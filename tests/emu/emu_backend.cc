@@ -4,7 +4,11 @@
 
 #include <string.h>
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,7 +23,40 @@ std::vector<const Image *> &registry() {
 }
 Fault g_last;
 constexpr const char *kMagic = "klaunch-emulated-image 1";
+BackendLaunch g_launch;
+// Launchers (with a computable extent) this program launched to
+// completion, and those whose extents a test saw reached.
+std::set<std::string> &launched() {
+    static std::set<std::string> s;
+    return s;
+}
+std::set<std::string> &asserted() {
+    static std::set<std::string> s;
+    return s;
+}
+
+// At the program's end: every launcher with a computable extent that some
+// test launched had its extents asserted reached in some test of this
+// program (emu_test::extents_reached(launcher)), so a launcher an emulated
+// test runs cannot go without a tightness test (issue 44). Only for a whole
+// run: a --gtest_filter (or bazel's --test_filter) or a shard runs a part.
+class ExtentsAssertedEnvironment : public ::testing::Environment {
+  public:
+    void TearDown() override {
+        const std::string filter = GTEST_FLAG_GET(filter);
+        if ((filter != "*" && !filter.empty()) || std::getenv("GTEST_TOTAL_SHARDS") != nullptr) return;
+        for (const std::string &l : launched())
+            if (asserted().count(l) == 0)
+                ADD_FAILURE() << "kl_" << l << " ran on the emulator in this test, but no test here asserted "
+                              << "its declared extents reached: add EXPECT_TRUE(emu_test::extents_reached(\"" << l
+                              << "\")) after a launch whose shape touches the last element of each (docs/EMULATOR.md)";
+    }
+};
+::testing::Environment *const g_extents_env = ::testing::AddGlobalTestEnvironment(new ExtentsAssertedEnvironment);
 }  // namespace
+
+const BackendLaunch &last_backend_launch() { return g_launch; }
+void note_extents_asserted(const std::string &launcher) { asserted().insert(launcher); }
 
 ImageRegistration::ImageRegistration(const Image *image) { registry().push_back(image); }
 
@@ -146,6 +183,8 @@ kl_status emu_launch(const kl_backend *be, const kl_launch *l) {
     kl_emu_backend *eb = reinterpret_cast<kl_emu_backend *>(const_cast<kl_backend *>(be));
     const kl_kernel_desc *desc = l->kernel->desc;
     const emu::KernelEntry *k = static_cast<const emu::KernelEntry *>(l->kernel->fn);
+    emu::g_launch = emu::BackendLaunch();
+    emu::g_launch.launcher = desc->launcher;
     if (l->attributes != nullptr && (l->attributes->cluster[0] | l->attributes->cluster[1] | l->attributes->cluster[2]))
         return kl__fail(KL_ERROR_UNSUPPORTED, "kl_%s: thread-block clusters are not emulated", desc->launcher);
     // Packed as the driver packs: each argument at the kernel's own offset, its own size.
@@ -160,9 +199,13 @@ kl_status emu_launch(const kl_backend *be, const kl_launch *l) {
     for (uint32_t i = 0; l->extents != nullptr && i < desc->num_extents; ++i) {
         const kl_extent_info *e = &desc->extents[i];
         if (l->extents[i] == KL_EXTENT_UNKNOWN || e->check >= desc->num_checks) continue;
+        emu::g_launch.computable++;
         emu::DeclaredExtent w;
         memcpy(&w.base, l->args[e->arg], sizeof w.base);
-        if (w.base == nullptr) continue;
+        if (w.base == nullptr) {
+            emu::g_launch.null_params.push_back(e->param);
+            continue;
+        }
         w.elements = l->extents[i];
         w.elem_bytes = e->elem_bytes;
         w.param = e->param;
@@ -175,6 +218,8 @@ kl_status emu_launch(const kl_backend *be, const kl_launch *l) {
                                      packed.data());
     emu::g_last = f;
     if (!f.ok()) return kl__fail(KL_ERROR_LAUNCH_FAILED, "kl_%s: emulated launch failed: %s", desc->launcher, f.message.c_str());
+    emu::g_launch.completed = true;
+    if (emu::g_launch.computable > 0) emu::launched().insert(desc->launcher);
     eb->launches++;
     return KL_SUCCESS;
 }

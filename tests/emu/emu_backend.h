@@ -38,6 +38,9 @@
 
 #include <stddef.h>
 
+#include <string>
+#include <vector>
+
 #include "klaunch/klaunch.h"
 #include "tests/emu/emu.h"
 
@@ -55,6 +58,24 @@ size_t kl_emu_image_size(void);
 namespace emu {
 /* The outcome of the last emulated launch (kind kNone after a clean one). */
 const Fault &last_fault();
+
+/* The last launch through the backend: its launcher (desc->launcher),
+ * whether it ran to completion, how many of its pointers declare a
+ * computable extent, and those of them passed NULL (not limited, so not
+ * shown reached). emu_test::extents_reached(launcher) reads it. */
+struct BackendLaunch {
+    std::string launcher;
+    bool completed = false;
+    uint32_t computable = 0;
+    std::vector<std::string> null_params;
+};
+const BackendLaunch &last_backend_launch();
+/* A test saw every declared extent of a launch of `launcher` reached
+ * (emu_test::extents_reached). At the end of a whole run (no test filter,
+ * no sharding) every launcher with a computable extent that ran to
+ * completion in the program must have been noted, else the run fails
+ * naming it: a launcher an emulated test runs has a tightness test. */
+void note_extents_asserted(const std::string &launcher);
 
 /* Runs kernel `entry` of an image directly (kernels without a spec, the
  * emulator's own tests): the arguments are packed by the kernel's own

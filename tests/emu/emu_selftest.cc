@@ -579,7 +579,7 @@ TEST(EmuExtent, ACopyOfNElementsReachesTheLastOfEach) {
     ASSERT_EQ(c.windows.size(), 2u);
     EXPECT_EQ(c.windows[0].reach, 80u);  // dst[19] ends at byte 80
     EXPECT_EQ(c.windows[1].reach, 80u);
-    EXPECT_TRUE(emu_test::extents_reached());
+    EXPECT_TRUE(emu_test::windows_reached());
 }
 TEST(EmuExtent, APlantedReadOneElementPastTheExtentFaultsNamingIt) {
     const ExtentCase c = copy_extent(20, 1);
@@ -597,7 +597,7 @@ TEST(EmuExtent, AKernelThatStopsOneElementShortLeavesItsExtentUnreached) {
     const ExtentCase c = copy_extent(20, 2);
     EXPECT_CLEAN(c.f);
     EXPECT_EQ(c.windows[0].reach, 76u);
-    EXPECT_FALSE(emu_test::extents_reached());
+    EXPECT_FALSE(emu_test::windows_reached());
 }
 TEST(EmuExtent, WindowsLastOneLaunch) {
     (void)copy_extent(20, 0);

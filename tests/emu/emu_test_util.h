@@ -22,6 +22,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "klaunch/klaunch.h"
@@ -112,10 +113,12 @@ inline ::testing::AssertionResult close(const char *what, const std::function<do
                                          << first.str();
 }
 
-// The last launch touched the last byte of every declared extent it was
-// handed (the extents are tight for that shape: spec `extent`); lists the
-// ones it did not reach, with how far it got.
-inline ::testing::AssertionResult extents_reached() {
+// The windows of the last launch reached the last byte of every declared
+// extent (the extents are tight for that shape: spec `extent`); lists the
+// ones it did not reach, with how far it got. For kernels run directly
+// (emu::run with emu::set_declared_extents); a launcher's test names it
+// (below).
+inline ::testing::AssertionResult windows_reached() {
     std::string missed;
     const auto &ws = emu::last_declared_extents();
     for (const emu::DeclaredExtent &w : ws) {
@@ -126,6 +129,95 @@ inline ::testing::AssertionResult extents_reached() {
     if (ws.empty()) return ::testing::AssertionFailure() << "the last launch had no declared extent";
     if (!missed.empty()) return ::testing::AssertionFailure() << "extents not reached:" << missed;
     return ::testing::AssertionSuccess();
+}
+
+// Which declared extents of a launcher some launch reached, over one or
+// more launches: where no one shape reaches the end of every buffer (an
+// attention that writes out only for the sequences it does not split, and
+// reads a split sequence's schedule words only when it splits one), each
+// launch adds what it reached and all() asks that every extent was reached
+// by one of them (issue 44: for each buffer some shape touches its last
+// declared element).
+//
+//     emu_test::ExtentsReached ext("mla_decode_attn_bf16_mma");
+//     launch(shape_a); EXPECT_TRUE(ext.add());
+//     launch(shape_b); EXPECT_TRUE(ext.add());
+//     EXPECT_TRUE(ext.all());
+//
+// add() takes the last launch through the emulated backend: it must be of
+// kl_<launcher>, complete, and pass no NULL for a pointer of a computable
+// extent. An extent of 0 elements (an empty part of that shape) counts as
+// reached by no launch: some launch must reach it non-empty. all() succeeding is noted for the program's end-of-run check
+// (emu::note_extents_asserted, emu_backend.h): every launcher with a
+// computable extent that ran must have had it succeed once.
+class ExtentsReached {
+  public:
+    explicit ExtentsReached(std::string launcher) : launcher_(std::move(launcher)) {}
+
+    ::testing::AssertionResult add() {
+        const emu::BackendLaunch &l = emu::last_backend_launch();
+        if (l.launcher != launcher_)
+            return ::testing::AssertionFailure() << "the last emulated launch was "
+                                                 << (l.launcher.empty() ? std::string("none") : "kl_" + l.launcher)
+                                                 << ", not kl_" << launcher_;
+        if (!l.completed) return ::testing::AssertionFailure() << "the last launch of kl_" << launcher_ << " failed";
+        if (l.computable == 0)
+            return ::testing::AssertionFailure() << "kl_" << launcher_ << " declares no computable extent";
+        if (!l.null_params.empty()) {
+            std::string names;
+            for (const std::string &n : l.null_params) names += (names.empty() ? "" : ", ") + n;
+            return ::testing::AssertionFailure() << "kl_" << launcher_ << ": NULL passed for " << names
+                                                 << ", whose extent is then not checked";
+        }
+        launches_++;
+        for (const emu::DeclaredExtent &w : emu::last_declared_extents()) {
+            Param &p = params_[w.param];
+            if (w.bytes() == 0) {  // an empty extent shows nothing
+                if (p.best.empty()) p.best = "empty (" + w.expr + " = 0)";
+            } else if (w.reach == w.bytes()) {
+                p.reached = true;
+            } else if (!p.reached && (p.best_reach == 0 || w.reach > p.best_reach)) {
+                p.best_reach = w.reach;
+                p.best = "reached byte " + std::to_string(w.reach) + " of " + std::to_string(w.bytes()) + " (" +
+                         w.expr + " = " + std::to_string(w.elements) + " elements)";
+            }
+        }
+        return ::testing::AssertionSuccess();
+    }
+
+    ::testing::AssertionResult all() const {
+        if (launches_ == 0 || params_.empty())
+            return ::testing::AssertionFailure() << "kl_" << launcher_ << ": no launch was added";
+        std::string missed;
+        for (const auto &kv : params_)
+            if (!kv.second.reached) missed += "\n  " + kv.first + ": at best " + kv.second.best;
+        if (!missed.empty())
+            return ::testing::AssertionFailure() << "kl_" << launcher_ << ": extents not reached in "
+                                                 << launches_ << " launch(es):" << missed;
+        emu::note_extents_asserted(launcher_);
+        return ::testing::AssertionSuccess();
+    }
+
+  private:
+    struct Param {
+        bool reached = false;
+        uint64_t best_reach = 0;
+        std::string best;
+    };
+    std::string launcher_;
+    uint32_t launches_ = 0;
+    std::map<std::string, Param> params_;
+};
+
+// The last launch was kl_<launcher> and reached the last element of every
+// declared (computable) extent: the spec's extents of that launcher are
+// tight for its shape (issue 44). Call it right after a launch whose shape
+// reaches each buffer's end (a full last row, the last split's record, ...).
+inline ::testing::AssertionResult extents_reached(const std::string &launcher) {
+    ExtentsReached e(launcher);
+    ::testing::AssertionResult r = e.add();
+    if (!r) return r;
+    return e.all();
 }
 
 }  // namespace emu_test

@@ -54,10 +54,20 @@ kl_status launch_attention(Attn a, const kl_module *mod, const mla_decode_ref::P
                            const void *cache, const int32_t *table, const int32_t *lens, const int32_t *sched,
                            kl_bf16 *out, float *lse, float *ws, uint32_t parts, uint64_t words, uint64_t bytes);
 
+// What the step's three launches reached of their declared extents
+// (emu_test::ExtentsReached), over the steps run() is given it for.
+struct StepExtents {
+    emu_test::ExtentsReached schedule, attention, combine;
+    StepExtents(Attn a, bool pdl)
+        : schedule("mla_decode_schedule"), attention(std::string("mla_decode_attn_") + attn_name(a)),
+          combine(pdl ? "mla_decode_combine_pdl" : "mla_decode_combine") {}
+};
+
 // Runs the step and checks it; with `pdl` the combine is mla_decode_combine_pdl;
-// the cache starts `misalign` bytes past a 16-byte boundary.
+// the cache starts `misalign` bytes past a 16-byte boundary; `ext`, if
+// given, takes each launch's reach of its extents.
 inline void run(Attn a, const kl_module *mod, const mla_decode_ref::Problem &p, uint32_t parts, bool pdl = false,
-                uint32_t misalign = 0) {
+                uint32_t misalign = 0, StepExtents *ext = nullptr) {
     SCOPED_TRACE(::testing::Message() << attn_name(a) << " D " << p.D << " batch " << p.batch << " s_q " << p.s_q
                                       << " h_q " << p.h_q << " page " << p.page << " parts " << parts
                                       << (pdl ? " pdl" : "") << " cache misaligned by " << misalign);
@@ -84,6 +94,7 @@ inline void run(Attn a, const kl_module *mod, const mla_decode_ref::Problem &p, 
     kl_kernel sk;
     KL_EMU_ASSERT_OK(kl_mla_decode_schedule_get(&sk, mod));
     KL_EMU_ASSERT_OK(kl_mla_decode_schedule(&sk, lens->data(), sched.data(), p.batch, parts, words, nullptr));
+    if (ext != nullptr) EXPECT_TRUE(ext->schedule.add());
     const std::vector<int32_t> want = mla_decode_ref::schedule(p.lengths, parts);
     size_t wrong = 0;
     std::ostringstream first;
@@ -96,7 +107,9 @@ inline void run(Attn a, const kl_module *mod, const mla_decode_ref::Problem &p, 
                                lse.data(), ws.data(), parts, words, bytes),
               KL_SUCCESS)
         << kl_last_error_message();
+    if (ext != nullptr) EXPECT_TRUE(ext->attention.add());
     KL_EMU_ASSERT_OK(launch_combine(pdl, mod, p, sched.data(), ws.data(), out.data(), lse.data(), parts, words, bytes));
+    if (ext != nullptr) EXPECT_TRUE(ext->combine.add());
     EXPECT_TRUE(out.guards_intact()) << "a write landed outside out";
     EXPECT_TRUE(lse.guards_intact()) << "a write landed outside lse";
     EXPECT_TRUE(ws.guards_intact()) << "a write landed outside the workspace";

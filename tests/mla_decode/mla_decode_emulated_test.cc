@@ -122,8 +122,9 @@ class MlaDecodeEmulated : public ::testing::TestWithParam<std::tuple<const char 
         s.seed = seed;
         return s;
     }
-    void run(const Spec &s, uint32_t parts, bool pdl = false, uint32_t misalign = 0) {
-        mla_decode_emu::run(attn(), mod(), mla_decode_ref::make(s), parts, pdl, misalign);
+    void run(const Spec &s, uint32_t parts, bool pdl = false, uint32_t misalign = 0,
+             mla_decode_emu::StepExtents *ext = nullptr) {
+        mla_decode_emu::run(attn(), mod(), mla_decode_ref::make(s), parts, pdl, misalign, ext);
     }
 };
 
@@ -151,6 +152,37 @@ TEST_P(MlaDecodeEmulated, LongSequenceSplitSevenWays) { run(spec({2500}, 1, 8, 6
 // One sequence split 20 ways: the combine spreads each row over column
 // chunks (min(DV / 64, 20 / 4) of them: 5 at D 576, one past the slabs).
 TEST_P(MlaDecodeEmulated, OneSequenceSplitTwentyWays) { run(spec({1300}, 1, 8, 64, 15), 20); }
+
+// The declared extents are tight (issue 44), each buffer's last element
+// touched by one of two steps (the combine as the Hopper launchers chain
+// it, a programmatic dependent launch, after the _tma attentions):
+//   whole pages, every page named, the last sequence the longest and, with
+//   one part, not split: the attention reads the last block's last row of
+//   the cache (the _mma and fp8 ones; the bf16 _tma reads it through its
+//   map), the last sequence's last table entry, its last query row, and
+//   writes the last rows of out and lse;
+//   two parts, the cut inside the last sequence: the attention reads that
+//   sequence's base slot (the schedule's last word it reads: 16 + 8 P + 2
+//   batch), and its second split is slot 2 P - 3, the last the schedule
+//   can number (at most P - 1 cuts, each making at most 2 slots), whose
+//   last row's lse is the workspace's last float; the combine reads them
+//   and writes the last rows of out and lse;
+//   the schedule writes all of sched (its scratch included) in either.
+TEST_P(MlaDecodeEmulated, ExtentsAreTight) {
+    const bool pdl = attn() == Attn::kBf16Tma || attn() == Attn::kFp8Tma;
+    mla_decode_emu::StepExtents ext(attn(), pdl);
+    Spec whole = spec({64, 128}, 1, 8, 64, 16);
+    whole.spare_pages = 0;
+    whole.spare_table = 0;
+    run(whole, 1, pdl, 0, &ext);
+    Spec split = spec({64, 640}, 1, 8, 64, 17);
+    split.spare_pages = 0;
+    split.spare_table = 0;
+    run(split, 2, pdl, 0, &ext);
+    EXPECT_TRUE(ext.schedule.all());
+    EXPECT_TRUE(ext.attention.all());
+    EXPECT_TRUE(ext.combine.all());
+}
 
 // A part count larger than the work: empty parts.
 TEST_P(MlaDecodeEmulated, MorePartsThanTiles) { run(spec({10, 3}, 1, 8, 64, 9), 9); }

@@ -84,6 +84,11 @@ TEST_P(MlaComputeEmulated, PrefillAttention320MatchesFloat64Reference) {
             mla_ref::attention(qh, kh, vh, c.batch, c.seq, c.hq, c.hkv, d, inv_sqrt_d, c.causal);
         EXPECT_TRUE(close("output", [&](size_t i) { return emu_test::bf16(out[i].bits); }, ref));
         EXPECT_TRUE(out.guards_intact());
+        // The extents are tight (contract 8): every query row is read and
+        // every output row written; the last position's K and V rows of the
+        // last KV head are read (by every query row when full, by the last
+        // position's rows when causal).
+        EXPECT_TRUE(emu_test::extents_reached("mla_prefill_attention_320"));
     }
 }
 
@@ -119,6 +124,9 @@ TEST_P(MlaComputeEmulated, GroupedGemmMlaMatchesFloat64Reference) {
         EXPECT_EQ(pad_changed, 0u) << "columns past g*n_g of C's rows were written";
         EXPECT_TRUE(close("C", [&](size_t i) { return emu_test::bf16(out[(i / w) * c_stride + i % w].bits); }, ref));
         EXPECT_TRUE(out.guards_intact());
+        // The extents are tight (contract 7): A's last row up to g * k_g
+        // and C's last row up to g * n_g (not their padding), all of B.
+        EXPECT_TRUE(emu_test::extents_reached("grouped_gemm_mla"));
     }
 }
 
@@ -179,6 +187,10 @@ void run_fused(const kl_module *mod, bool v_has_rope, const FusedCase &c, uint32
         EXPECT_TRUE(close("v_out", [&](size_t i) { return emu_test::bf16(v_out[i].bits); }, ref));
     }
     EXPECT_TRUE(v_out.guards_intact() && k_cache.guards_intact() && v_cache.guards_intact());
+    // The extents are tight (contract 5): the last token's head reads the
+    // last query row, every position's latent and rope row, both weights
+    // whole, and writes v_out and both cache rows whole.
+    EXPECT_TRUE(emu_test::extents_reached("mla_fused_prefill"));
 }
 
 TEST_P(MlaComputeEmulated, FusedPrefillMatchesFloat64Reference) {

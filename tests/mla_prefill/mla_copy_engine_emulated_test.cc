@@ -71,6 +71,9 @@ void attention(const kl_module *mod, uint32_t D, const AttnCase &c, uint32_t see
     mla_tc_emu::expect_attention(
         out, mla_fast_ref::absorbed_attention(qh, kvh, c.batch, c.seq, c.heads, D, DV, scale, c.causal), c.seq,
         c.heads, DV);
+    // The extent is tight: every output row is written (q and kv are reached
+    // only through their tensor maps, which bound them).
+    EXPECT_TRUE(emu_test::extents_reached("mla_absorbed_attention_tma"));
 }
 
 TEST_P(MlaCopyEngineEmulated, AttentionOneToken) { attention(mod(), hdim(), {1, 1, 1, true, 4, 0}, 51); }
@@ -95,7 +98,8 @@ struct GemmCase {
     uint32_t num_ctas;
 };
 
-void gemm(const kl_module *mod, const GemmCase &c, uint32_t seed) {
+// ext, if given, takes the launch's reach of its declared extents.
+void gemm(const kl_module *mod, const GemmCase &c, uint32_t seed, emu_test::ExtentsReached *ext = nullptr) {
     SCOPED_TRACE(::testing::Message() << "m " << c.m << " g " << c.g << " k_g " << c.k_g << " n_g " << c.n_g
                                       << " a_pad " << c.a_pad << " c_pad " << c.c_pad << " num_ctas " << c.num_ctas);
     kl_kernel k;
@@ -116,6 +120,7 @@ void gemm(const kl_module *mod, const GemmCase &c, uint32_t seed) {
     emu::Buffer<uint32_t> cnt(2, emu::Access::kReadWrite, "counters");
     cnt.data()[0] = cnt.data()[1] = 0u;
     KL_EMU_ASSERT_OK(kl_grouped_gemm_tma(&k, &am, &bm, &cm, c.m, c.g, c.k_g, c.n_g, cnt.data(), c.num_ctas, 2, nullptr));
+    if (ext != nullptr) EXPECT_TRUE(ext->add());
     EXPECT_EQ(0u, cnt.data()[0]) << "begun units, after the launch";
     EXPECT_EQ(0u, cnt.data()[1]) << "finished producers, after the launch";
     mla_tc_emu::expect_gemm(out, mla_ref::grouped_gemm(ah, bh, c.m, c.g, c.k_g, c.n_g, a_stride), c.m, c.g, c.n_g,
@@ -133,7 +138,16 @@ TEST_P(MlaCopyEngineEmulated, GemmKPastTheStagesRaggedEdges) { gemm(mod(), {130,
 // buffer is reused 9 times; n_g 136 (a second n tile of 8 columns).
 TEST_P(MlaCopyEngineEmulated, GemmManyTilesPerBlock) { gemm(mod(), {300, 3, 40, 136, 0, 8, 2}, 64); }
 // The o_lat @ w_uv^T shape in small: 8 k-steps a tile, 2 tiles on one block.
-TEST_P(MlaCopyEngineEmulated, GemmLongK) { gemm(mod(), {64, 2, 512, 128, 0, 0, 1}, 65); }
+// It is also a paced shape (held B: n_g <= 128 < k_g <= 512, its 2 tiles
+// one equal run a block), so the producer counts its units on counters[0]
+// and its end on counters[1]: the counters' extent (2) is tight (A, B and C
+// are reached only through their tensor maps). An unpaced shape touches no
+// counter.
+TEST_P(MlaCopyEngineEmulated, GemmLongK) {
+    emu_test::ExtentsReached ext("grouped_gemm_tma");
+    gemm(mod(), {64, 2, 512, 128, 0, 0, 1}, 65, &ext);
+    EXPECT_TRUE(ext.all());
+}
 
 // 18 groups: the tile order's first chunk of 16 groups and a short chunk of
 // 2 (tile_at), 2 m tiles and 2 n tiles each (n_g 136), 72 tiles on 5 blocks:

@@ -93,6 +93,7 @@ TEST_P(MlaDataMovementEmulated, RopeExtractCopiesEachHeadsRopeSlice) {
                                                kl_mla_q_rope_extract_wide}}) {
         kl_kernel k;
         KL_EMU_ASSERT_OK(l.get(&k, mod()));
+        emu_test::ExtentsReached ext(l.name);
         uint32_t seed = 100;
         for (const RopeCase &c : kRopeCases) {
             SCOPED_TRACE(std::string(l.name) + ", " + describe(c));
@@ -107,8 +108,9 @@ TEST_P(MlaDataMovementEmulated, RopeExtractCopiesEachHeadsRopeSlice) {
             // The extents are tight (contract 1): the last head's rope slice
             // of the last token ends q_full's (num_tokens - 1) * q_dim + nq * hd
             // elements (a padded row's tail is not read); every output is written.
-            EXPECT_TRUE(emu_test::extents_reached());
+            EXPECT_TRUE(ext.add());
         }
+        EXPECT_TRUE(ext.all());
     }
 }
 
@@ -119,6 +121,7 @@ TEST_P(MlaDataMovementEmulated, RopeWritebackChangesOnlyTheRopeSlices) {
                                                kl_mla_q_rope_writeback_wide}}) {
         kl_kernel k;
         KL_EMU_ASSERT_OK(l.get(&k, mod()));
+        emu_test::ExtentsReached ext(l.name);
         uint32_t seed = 200;
         for (const RopeCase &c : kRopeCases) {
             SCOPED_TRACE(std::string(l.name) + ", " + describe(c));
@@ -138,8 +141,9 @@ TEST_P(MlaDataMovementEmulated, RopeWritebackChangesOnlyTheRopeSlices) {
             KL_EMU_ASSERT_OK(l.launch(&k, in->data(), q->data(), c.num_tokens, c.nq, c.hd(), c.nope, c.rope,
                                       c.q_dim(), nullptr));
             EXPECT_TRUE(bit_equal("q_full", *q, want));
-            EXPECT_TRUE(emu_test::extents_reached());  // as for the extract (contract 2)
+            EXPECT_TRUE(ext.add());  // as for the extract (contract 2)
         }
+        EXPECT_TRUE(ext.all());
     }
 }
 
@@ -148,6 +152,7 @@ TEST_P(MlaDataMovementEmulated, RopeWritebackChangesOnlyTheRopeSlices) {
 TEST_P(MlaDataMovementEmulated, KvAssembleBuildsKAndVPerHead) {
     kl_kernel k;
     KL_EMU_ASSERT_OK(kl_mla_kv_assemble_batched_get(&k, mod()));
+    emu_test::ExtentsReached ext("mla_kv_assemble_batched");
     uint32_t seed = 300;
     // num_tokens, nkv, nope, v_dim, rope, stride_pad, misalign
     for (const KvCase &c : {KvCase{1, 1, 128, 128, 64, 0, 0}, KvCase{3, 3, 5, 7, 3, 5, 0},
@@ -168,7 +173,13 @@ TEST_P(MlaDataMovementEmulated, KvAssembleBuildsKAndVPerHead) {
                                                     nullptr));
         EXPECT_TRUE(bit_equal("k_out", *k_out, want_k));
         EXPECT_TRUE(bit_equal("v_out", *v_out, want_v));
+        // The extents are tight (contract 3): the last KV head's v of the
+        // last token ends kv_expanded's (num_tokens - 1) * stride + nkv *
+        // (nope + v_dim) (a padded row's tail is not read), the last token's
+        // k_rope ends k_rope_buf, and every output element is written.
+        EXPECT_TRUE(ext.add());
     }
+    EXPECT_TRUE(ext.all());
 }
 
 // ---- kernel 4 -----------------------------------------------------------------------
@@ -188,6 +199,7 @@ TEST_P(MlaDataMovementEmulated, CacheAssembleWritesTheVariantsVRopePart) {
                         0xffffffffu}}) {
         kl_kernel k;
         KL_EMU_ASSERT_OK(l.get(&k, mod()));
+        emu_test::ExtentsReached ext(l.name);
         uint32_t seed = 400;
         // num_tokens, kv_lora, rope, misalign
         for (const CacheCase &c : {CacheCase{1, 256, 64, 0}, CacheCase{3, 512, 64, 0}, CacheCase{3, 5, 3, 0},
@@ -208,7 +220,11 @@ TEST_P(MlaDataMovementEmulated, CacheAssembleWritesTheVariantsVRopePart) {
                                       c.kv_lora, c.rope, c.dim(), nullptr));
             EXPECT_TRUE(bit_equal("k_cache", *kc, want_k));
             EXPECT_TRUE(bit_equal("v_cache", *vc, want_v));
+            // The extents are tight (contract 4): both inputs are read whole,
+            // both cache rows written whole (V's rope part as zeros or k_rope).
+            EXPECT_TRUE(ext.add());
         }
+        EXPECT_TRUE(ext.all());
     }
 }
 
@@ -228,6 +244,7 @@ TEST_P(MlaDataMovementEmulated, QFinalAssembleConcatenatesAbsorbedAndRope) {
           QFinalLauncher{"mla_q_final_assemble_wide", kl_mla_q_final_assemble_wide_get, kl_mla_q_final_assemble_wide}}) {
         kl_kernel k;
         KL_EMU_ASSERT_OK(l.get(&k, mod()));
+        emu_test::ExtentsReached ext(l.name);
         uint32_t seed = 600;
         // num_tokens, nq, kv_lora, rope, misalign
         for (const QFinalCase &c : {QFinalCase{1, 1, 512, 64, 0}, QFinalCase{3, 3, 5, 3, 0},
@@ -245,7 +262,9 @@ TEST_P(MlaDataMovementEmulated, QFinalAssembleConcatenatesAbsorbedAndRope) {
             KL_EMU_ASSERT_OK(l.launch(&k, absorbed->data(), rope->data(), out->data(), c.num_tokens, c.nq, c.kv_lora,
                                       c.rope, c.dim(), nullptr));
             EXPECT_TRUE(bit_equal("q_final", *out, want));
+            EXPECT_TRUE(ext.add());  // both inputs read whole, q_final written whole (contract 6)
         }
+        EXPECT_TRUE(ext.all());
     }
 }
 

@@ -26,7 +26,7 @@ class MlaMmaEmulated : public ::testing::TestWithParam<const char *> {
 // ---- absorbed attention --------------------------------------------------------
 
 void run_attention(const kl_module *mod, uint32_t D, const AttnCase &c, uint32_t seed) {
-    mla_tc_emu::run_attention(kl_mla_absorbed_attention_mma_get, kl_mla_absorbed_attention_mma, mod, D, c, seed);
+    mla_tc_emu::run_attention("mla_absorbed_attention_mma", kl_mla_absorbed_attention_mma_get, kl_mla_absorbed_attention_mma, mod, D, c, seed);
 }
 
 TEST_P(MlaMmaEmulated, AttentionOneToken) { run_attention(mod(), hdim(), {1, 1, 1, true, 0}, 11); }
@@ -40,7 +40,7 @@ TEST_P(MlaMmaEmulated, AttentionUnalignedBuffers) { run_attention(mod(), hdim(),
 // ---- grouped GEMM --------------------------------------------------------------
 
 void run_gemm(const kl_module *mod, const GemmCase &c, uint32_t seed) {
-    mla_tc_emu::run_gemm(kl_grouped_gemm_mma_get, kl_grouped_gemm_mma, mod, c, seed);
+    mla_tc_emu::run_gemm("grouped_gemm_mma", kl_grouped_gemm_mma_get, kl_grouped_gemm_mma, mod, c, seed);
 }
 
 TEST_P(MlaMmaEmulated, GemmOneTile) { run_gemm(mod(), {1, 1, 8, 8, 0, 0, 0}, 21); }

@@ -74,8 +74,9 @@ struct AttnCase {
     size_t lead;
 };
 
-inline void run_attention(GetFn get, AttentionFn launch, const kl_module *mod, uint32_t D, const AttnCase &c,
-                          uint32_t seed) {
+// `name`: the launcher's (kl_<name>), whose extents the run asserts reached.
+inline void run_attention(const char *name, GetFn get, AttentionFn launch, const kl_module *mod, uint32_t D,
+                          const AttnCase &c, uint32_t seed) {
     SCOPED_TRACE(::testing::Message() << "D " << D << " batch " << c.batch << " seq " << c.seq << " heads " << c.heads
                                       << (c.causal ? " causal" : " full") << " lead " << c.lead);
     const uint32_t DV = D - 64;
@@ -90,6 +91,10 @@ inline void run_attention(GetFn get, AttentionFn launch, const kl_module *mod, u
                             nullptr));
     expect_attention(out, mla_fast_ref::absorbed_attention(qh, kvh, c.batch, c.seq, c.heads, D, DV, scale, c.causal),
                      c.seq, c.heads, DV);
+    // The extents are tight: every query row is read and every output row
+    // written; the last position's kv row is read (by every row when full,
+    // by the last position's when causal).
+    EXPECT_TRUE(emu_test::extents_reached(name));
 }
 
 struct GemmCase {
@@ -97,7 +102,8 @@ struct GemmCase {
     size_t lead;
 };
 
-inline void run_gemm(GetFn get, GemmFn launch, const kl_module *mod, const GemmCase &c, uint32_t seed) {
+inline void run_gemm(const char *name, GetFn get, GemmFn launch, const kl_module *mod, const GemmCase &c,
+                     uint32_t seed) {
     SCOPED_TRACE(::testing::Message() << "m " << c.m << " g " << c.g << " k_g " << c.k_g << " n_g " << c.n_g
                                       << " a_pad " << c.a_pad << " c_pad " << c.c_pad << " lead " << c.lead);
     kl_kernel k;
@@ -109,6 +115,8 @@ inline void run_gemm(GetFn get, GemmFn launch, const kl_module *mod, const GemmC
     emu::Buffer<kl_bf16> out((size_t)c.m * c_stride, emu::Access::kWrite, "c", 8, c.lead);
     KL_EMU_ASSERT_OK(launch(&k, a->data(), b->data(), out.data(), c.m, c.g, c.k_g, c.n_g, a_stride, c_stride, nullptr));
     expect_gemm(out, mla_ref::grouped_gemm(ah, bh, c.m, c.g, c.k_g, c.n_g, a_stride), c.m, c.g, c.n_g, c_stride);
+    // A's last row up to g * k_g and C's up to g * n_g (not their padding), all of B.
+    EXPECT_TRUE(emu_test::extents_reached(name));
 }
 
 }  // namespace mla_tc_emu

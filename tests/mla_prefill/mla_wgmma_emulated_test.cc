@@ -21,7 +21,7 @@ class MlaWgmmaEmulated : public ::testing::TestWithParam<const char *> {
 };
 
 void attention(const kl_module *mod, uint32_t D, const mla_tc_emu::AttnCase &c, uint32_t seed) {
-    mla_tc_emu::run_attention(kl_mla_absorbed_attention_wgmma_get, kl_mla_absorbed_attention_wgmma, mod, D, c, seed);
+    mla_tc_emu::run_attention("mla_absorbed_attention_wgmma", kl_mla_absorbed_attention_wgmma_get, kl_mla_absorbed_attention_wgmma, mod, D, c, seed);
 }
 
 TEST_P(MlaWgmmaEmulated, AttentionOneToken) { attention(mod(), hdim(), {1, 1, 1, true, 0}, 31); }
@@ -36,7 +36,7 @@ TEST_P(MlaWgmmaEmulated, Attention333RingWrapsCausal) { attention(mod(), hdim(),
 TEST_P(MlaWgmmaEmulated, Attention333RingWrapsFull) { attention(mod(), hdim(), {1, 333, 1, false, 1}, 38); }
 
 void gemm(const kl_module *mod, const mla_tc_emu::GemmCase &c, uint32_t seed) {
-    mla_tc_emu::run_gemm(kl_grouped_gemm_wgmma_get, kl_grouped_gemm_wgmma, mod, c, seed);
+    mla_tc_emu::run_gemm("grouped_gemm_wgmma", kl_grouped_gemm_wgmma_get, kl_grouped_gemm_wgmma, mod, c, seed);
 }
 
 TEST_P(MlaWgmmaEmulated, GemmOneTile) { gemm(mod(), {1, 1, 8, 8, 0, 0, 0}, 41); }

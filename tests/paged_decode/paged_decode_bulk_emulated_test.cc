@@ -57,11 +57,13 @@ using paged_decode_problem::Problem;
 // num_ctas 0: the seed-grid launcher; else the persistent one at that
 // grid. maps: the *_gqa_tma twin, its caches as tensor maps encoded by its
 // generated builders (the emulated backend's reference encoding, which the
-// emulated copy engine reads).
+// emulated copy engine reads). ext, if given, takes each launch's reach of
+// its declared extents.
 class BulkEmulatedTest : public paged_decode_problem::PackWidthTest {
   protected:
 
-    void run_case(bool fp8, const Case &c, uint32_t num_ctas, bool twice = false, bool maps = false) {
+    void run_case(bool fp8, const Case &c, uint32_t num_ctas, bool twice = false, bool maps = false,
+                  emu_test::ExtentsReached *ext = nullptr) {
         SCOPED_TRACE(std::string(fp8 ? "fp8" : "bf16") + (num_ctas ? " persist" : " attn") + (maps ? " tma" : " bulk") +
                      (num_ctas ? " at " + std::to_string(num_ctas) + " blocks" : std::string()) + ": " +
                      paged_decode_problem::describe(c, fp8) + ", pack width " + std::to_string(width()));
@@ -146,6 +148,7 @@ class BulkEmulatedTest : public paged_decode_problem::PackWidthTest {
                     c.k_scale, c.v_scale, g.q_stride, p.cache_stride, g.sliding_window, ws.data(), counters.data(),
                     num_ctas, ws_bytes, nc, nullptr));
             }
+            if (ext != nullptr) EXPECT_TRUE(ext->add());
         };
         paged_decode_problem::check_emulated_launch(p, ref, out, ws, counters, nc, twice, launch);
     }
@@ -401,6 +404,36 @@ TEST_P(BulkEmulatedTest, TensorMapPersistentLongSequence) {
         c.seed = seed++;
         run_case(fp8, c, 7, false, true);
     }
+}
+
+// The declared extents are tight (issue 44), for all eight launchers: with
+// no table slack and the last sequence the longest, its last table entry
+// and its last query head's last column are read (a padded q row's tail
+// never is); every length is read, every output row written. The
+// persistent ones at 4 blocks over the 18 tiles of lengths {0, 5, 100} x 2
+// KV heads (units of 1, 1, 1, 1, 7, 7): the last block's first piece is
+// the last unit, cut at tile 13, so it writes record slot 0 of block
+// num_ctas - 1, whose (m, l) of the last head end the workspace's declared
+// extent, and uses the last unit's counter (as
+// paged_decode_persist_emulated_test's ExtentsAreTight).
+TEST_P(BulkEmulatedTest, ExtentsAreTight) {
+    uint32_t seed = 9800 + width();
+    for (bool maps : {false, true})
+        for (uint32_t num_ctas : {0u, 4u})
+            for (bool fp8 : {false, true}) {
+                Case c;
+                c.num_kv_heads = 2;
+                c.num_q_heads = 2 * width();
+                c.seq_lens = {0, 5, 100};
+                c.table_slack = 0;
+                c.q_pad = 8;
+                c.cache_pad = fp8 ? 16 : 0;
+                c.seed = seed++;
+                emu_test::ExtentsReached ext(std::string("paged_decode_") + (num_ctas ? "persist_" : "attn_") +
+                                             (fp8 ? "fp8" : "bf16") + (maps ? "_gqa_tma" : "_gqa_bulk"));
+                run_case(fp8, c, num_ctas, false, maps, &ext);
+                EXPECT_TRUE(ext.all());
+            }
 }
 
 INSTANTIATE_TEST_SUITE_P(BothVariants, BulkEmulatedTest, ::testing::Values(4, 8),

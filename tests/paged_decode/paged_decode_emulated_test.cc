@@ -100,7 +100,8 @@ std::string trace(Kind kind, int width, const Case &c) {
 
 // ---- the seed's kernels ------------------------------------------------------------
 
-void run_seed(Kind kind, int width, const Case &c) {
+// `ext`, if given, takes the launch's reach of its declared extents.
+void run_seed(Kind kind, int width, const Case &c, emu_test::ExtentsReached *ext = nullptr) {
     SCOPED_TRACE(std::string("paged_decode_attn_") + trace(kind, width, c));
     const Problem p = paged_decode_problem::build(is_fp8(kind), c);
     const std::vector<double> ref = paged_decode_problem::reference(p);
@@ -142,6 +143,7 @@ void run_seed(Kind kind, int width, const Case &c) {
                                                       nullptr));
         break;
     }
+    if (ext != nullptr) EXPECT_TRUE(ext->add());
     check_output(p, ref, out.with_guards());
 }
 
@@ -181,7 +183,13 @@ kl_status launch_partial(Kind kind, const kl_module *mod, const EmuProblem &d, c
     return KL_ERROR_INVALID_ARGUMENT;
 }
 
-void run_split(Kind kind, int width, const Case &c, const std::vector<uint32_t> &split_counts) {
+// What a split run's launches reached of their declared extents.
+struct SplitExtents {
+    emu_test::ExtentsReached *partial, *combine, *combine_pdl;
+};
+
+void run_split(Kind kind, int width, const Case &c, const std::vector<uint32_t> &split_counts,
+               const SplitExtents *ext = nullptr) {
     SCOPED_TRACE(std::string("paged_decode_split_") + trace(kind, width, c));
     const Problem p = paged_decode_problem::build(is_fp8(kind), c);
     const Shape &g = p.g;
@@ -201,11 +209,14 @@ void run_split(Kind kind, int width, const Case &c, const std::vector<uint32_t> 
         const size_t n_out = (size_t)g.num_seqs * g.num_q_heads * g.head_dim;
         emu::Buffer<kl_bf16> out(n_out, Access::kWrite, "output", kGuard), out_pdl(n_out, Access::kWrite, "output", kGuard);
         KL_EMU_ASSERT_OK(launch_partial(kind, mod, d, p, c, ws.data(), splits, ws_bytes));
+        if (ext != nullptr) EXPECT_TRUE(ext->partial->add());
         const std::vector<float> ws_after(ws.data(), ws.data() + ws.size());
         KL_EMU_ASSERT_OK(kl_paged_decode_split_combine(&combine, ws.data(), out.data(), g.num_seqs, g.num_q_heads,
                                                        g.head_dim, splits, ws_bytes, nullptr));
+        if (ext != nullptr) EXPECT_TRUE(ext->combine->add());
         KL_EMU_ASSERT_OK(kl_paged_decode_split_combine_pdl(&combine_pdl, ws.data(), out_pdl.data(), g.num_seqs,
                                                            g.num_q_heads, g.head_dim, splits, ws_bytes, nullptr));
+        if (ext != nullptr) EXPECT_TRUE(ext->combine_pdl->add());
         paged_decode_problem::check_workspace(p, c, splits, ws_after);
         check_output(p, ref, out.with_guards());
         check_output(p, ref, out_pdl.with_guards());
@@ -306,6 +317,39 @@ TEST(PagedDecodeEmulated, Fp8GqaBothVariants) {
     c.cache_pad = 5;
     c.sliding_window = 20;
     run_seed(Kind::kFp8Gqa, 8, c);
+}
+
+// The declared extents are tight (issue 44). With no table slack and the
+// last sequence the longest, its window reads its last table entry and
+// its last query head's last column (q's last row ends at num_q_heads *
+// head_dim, not at q_stride: a padded row's tail is never read); every
+// length is read and every output row written (zeros for a length 0). A
+// split launch writes (m, l) of every workspace row, empty splits too, so
+// the last sequence's last split's last head's l ends the workspace
+// (num_seqs * num_splits * num_q_heads * (head_dim + 2) floats); the
+// combines read it where that split is not empty, and write every output
+// row.
+TEST(PagedDecodeEmulated, ExtentsAreTight) {
+    emu_test::ExtentsReached combine("paged_decode_split_combine"), combine_pdl("paged_decode_split_combine_pdl");
+    for (Kind kind : {Kind::kBf16, Kind::kFp8, Kind::kBf16Gqa, Kind::kFp8Gqa}) {
+        const bool gqa = kind == Kind::kBf16Gqa || kind == Kind::kFp8Gqa;
+        Case c = gqa ? gqa_case(4, 16, {0, 17, 40}, 250) : plain_case(16, {0, 17, 40}, 250);
+        c.table_slack = 0;
+        c.q_pad = 8;
+        if (is_fp8(kind)) c.cache_pad = 8;
+        emu_test::ExtentsReached seed(std::string("paged_decode_attn_") + kind_name(kind));
+        run_seed(kind, 4, c, &seed);
+        EXPECT_TRUE(seed.all());
+        emu_test::ExtentsReached partial(std::string("paged_decode_split_") + kind_name(kind));
+        const SplitExtents ext{&partial, &combine, &combine_pdl};
+        // 3 blocks in 4 splits, the last one empty: the partial writes its
+        // (m, l) all the same; in 2 splits the last is not empty, so the
+        // combines read its l (they skip an empty split's).
+        run_split(kind, 4, c, {4, 2}, &ext);
+        EXPECT_TRUE(partial.all());
+    }
+    EXPECT_TRUE(combine.all());
+    EXPECT_TRUE(combine_pdl.all());
 }
 
 // Split-KV partials + combine and combine_pdl.

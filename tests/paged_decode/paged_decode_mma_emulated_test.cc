@@ -45,8 +45,11 @@ using paged_decode_problem::Problem;
 class MmaEmulatedTest : public paged_decode_problem::PackWidthTest {
   protected:
 
-    // One case: the seed-grid launcher (splits 0) or the split launcher + combine.
-    void run_case(bool fp8, const Case &c, uint32_t splits) {
+    // One case: the seed-grid launcher (splits 0) or the split launcher +
+    // combine; `ext` and `comb_ext`, if given, take the attention's (or the
+    // partials') and the combine's reach of their declared extents.
+    void run_case(bool fp8, const Case &c, uint32_t splits, emu_test::ExtentsReached *ext = nullptr,
+                  emu_test::ExtentsReached *comb_ext = nullptr) {
         SCOPED_TRACE(std::string(fp8 ? "fp8" : "bf16") + (splits ? " split x" + std::to_string(splits) : " attn") +
                      ": " + paged_decode_problem::describe(c, fp8) + ", pack width " + std::to_string(width()));
         const Problem p = paged_decode_problem::build(fp8, c);
@@ -75,6 +78,7 @@ class MmaEmulatedTest : public paged_decode_problem::PackWidthTest {
                     g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv, c.k_scale, c.v_scale,
                     g.q_stride, p.cache_stride, g.sliding_window, nullptr));
             }
+            if (ext != nullptr) EXPECT_TRUE(ext->add());
         } else {
             const uint64_t ws_bytes =
                 kl_paged_decode_split_workspace_bytes(g.num_seqs, g.num_q_heads, g.head_dim, splits);
@@ -94,6 +98,7 @@ class MmaEmulatedTest : public paged_decode_problem::PackWidthTest {
                     g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv, c.k_scale, c.v_scale,
                     g.q_stride, p.cache_stride, g.sliding_window, splits, ws_bytes, nullptr));
             }
+            if (ext != nullptr) EXPECT_TRUE(ext->add());
             EXPECT_TRUE(ws.guards_intact()) << "the partial kernel wrote past the workspace";
             // Record by record: empty splits (-inf, 0) with acc untouched,
             // m, the log-sum-exp and acc / l of the others (paged_decode_split_check.h).
@@ -102,6 +107,7 @@ class MmaEmulatedTest : public paged_decode_problem::PackWidthTest {
             KL_EMU_ASSERT_OK(kl_paged_decode_split_combine_get(&comb, m));
             KL_EMU_ASSERT_OK(kl_paged_decode_split_combine(&comb, ws.data(), out.data(), g.num_seqs, g.num_q_heads,
                                                            g.head_dim, splits, ws_bytes, nullptr));
+            if (comb_ext != nullptr) EXPECT_TRUE(comb_ext->add());
         }
         EXPECT_TRUE(out.guards_intact()) << "a write landed outside the output";
         std::vector<kl_bf16> all(kGuard + n_out + kGuard, kl_bf16{kPoisonBf16});
@@ -232,6 +238,36 @@ TEST_P(MmaEmulatedTest, SplitPartialsAndCombineMatchReference) {
             c.seed = seed++;
             run_case(fp8, c, splits);
         }
+}
+
+// The declared extents are tight (issue 44): with no table slack and the
+// last sequence the longest, its window reads its last table entry and its
+// last query head's last column (a padded q row's tail is never read);
+// every length is read, every output row written; the partials write (m, l)
+// of every workspace row (empty splits too: 2 blocks in 3 splits), the last
+// ending the workspace, and the combine reads the last one's l where its
+// split is not empty (2 blocks in 2 splits).
+TEST_P(MmaEmulatedTest, ExtentsAreTight) {
+    emu_test::ExtentsReached combine("paged_decode_split_combine");
+    uint32_t seed = 7600 + width();
+    for (bool fp8 : {false, true}) {
+        Case c;
+        c.num_kv_heads = 2;
+        c.num_q_heads = 2 * width();
+        c.seq_lens = {0, 5, 20};
+        c.table_slack = 0;
+        c.q_pad = 8;
+        c.cache_pad = fp8 ? 16 : 0;
+        c.seed = seed++;
+        const std::string t = fp8 ? "fp8" : "bf16";
+        emu_test::ExtentsReached attn("paged_decode_attn_" + t + "_gqa_mma"), split("paged_decode_split_" + t + "_gqa_mma");
+        run_case(fp8, c, 0, &attn);
+        run_case(fp8, c, 3, &split, &combine);
+        run_case(fp8, c, 2, &split, &combine);
+        EXPECT_TRUE(attn.all());
+        EXPECT_TRUE(split.all());
+    }
+    EXPECT_TRUE(combine.all());
 }
 
 INSTANTIATE_TEST_SUITE_P(BothVariants, MmaEmulatedTest, ::testing::Values(4, 8),

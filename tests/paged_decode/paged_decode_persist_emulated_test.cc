@@ -62,8 +62,10 @@ class PersistEmulatedTest : public paged_decode_problem::PackWidthTest {
   protected:
 
     // One case at num_ctas blocks; `twice`: launch again on the same
-    // workspace and counters and compare the outputs bit for bit.
-    void run_case(bool fp8, const Case &c, uint32_t num_ctas, bool twice = false) {
+    // workspace and counters and compare the outputs bit for bit; `ext`, if
+    // given, takes each launch's reach of its declared extents.
+    void run_case(bool fp8, const Case &c, uint32_t num_ctas, bool twice = false,
+                  emu_test::ExtentsReached *ext = nullptr) {
         uint64_t tiles = 0;
         for (int32_t len : c.seq_lens) tiles += unit_tiles(len, c.sliding_window) * c.num_kv_heads;
         SCOPED_TRACE(std::string(fp8 ? "fp8" : "bf16") + " persist, " + std::to_string(num_ctas) + " blocks over " +
@@ -104,6 +106,7 @@ class PersistEmulatedTest : public paged_decode_problem::PackWidthTest {
                     g.q_stride, p.cache_stride, g.sliding_window, ws.data(), counters.data(), num_ctas, ws_bytes, nc,
                     nullptr));
             }
+            if (ext != nullptr) EXPECT_TRUE(ext->add());
         };
         paged_decode_problem::check_emulated_launch(p, ref, out, ws, counters, nc, twice, launch);
     }
@@ -228,6 +231,33 @@ TEST_P(PersistEmulatedTest, MoreThan256Sequences) {
     for (int i = 0; i < 300; i++) c.seq_lens.push_back(static_cast<int32_t>(gen() % 20u));
     c.seed = 8501 + width();
     run_case(width() == 8, c, 5);
+}
+
+// The declared extents are tight (issue 44). Lengths {0, 5, 100} over 2
+// KV heads are 18 tiles (units of 1, 1, 1, 1, 7, 7) on 4 blocks: the last
+// block's first piece is the last unit cut at tile 13, so it writes record
+// slot 0 of block num_ctas - 1, whose (m, l) of the last head end the
+// workspace's declared extent (2 * PACK * (num_ctas * (head_dim + 2) - 1)
+// floats: the last block never writes a slot-1 record, its last piece
+// ending at the last tile), and the last unit's counter is used. With no
+// table slack and the last sequence the longest, its last table entry and
+// its last query head's last column are read (a padded q row's tail never
+// is); every length is read, every output row written.
+TEST_P(PersistEmulatedTest, ExtentsAreTight) {
+    uint32_t seed = 8600 + width();
+    for (bool fp8 : {false, true}) {
+        Case c;
+        c.num_kv_heads = 2;
+        c.num_q_heads = 2 * width();
+        c.seq_lens = {0, 5, 100};
+        c.table_slack = 0;
+        c.q_pad = 8;
+        c.cache_pad = fp8 ? 16 : 0;
+        c.seed = seed++;
+        emu_test::ExtentsReached ext(fp8 ? "paged_decode_persist_fp8_gqa_mma" : "paged_decode_persist_bf16_gqa_mma");
+        run_case(fp8, c, 4, false, &ext);
+        EXPECT_TRUE(ext.all());
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(BothVariants, PersistEmulatedTest, ::testing::Values(4, 8),
