@@ -135,6 +135,7 @@ struct Waiting {
 struct ThreadState {
     Fiber fiber;
     bool done = false;
+    bool griddep_waited = false;  // executed griddepcontrol.wait
     Waiting wait;
     std::vector<Copy> open_copies;
     std::vector<std::vector<Copy>> committed;
@@ -164,6 +165,73 @@ struct Buf {
     uintptr_t begin, end;
     Access allowed;
     std::string name;
+};
+
+// Byte ranges [begin, end) of global memory, adjacent and overlapping ones
+// merged (a grid's reads or writes, for the PDL check).
+class Ranges {
+  public:
+    void add(uintptr_t a, uintptr_t b) {
+        auto it = m_.upper_bound(a);
+        if (it != m_.begin()) {
+            auto p = std::prev(it);
+            if (p->second >= a) {
+                if (p->second >= b) return;  // already held (the common case: a row read again)
+                a = p->first;
+                it = p;
+            }
+        }
+        uintptr_t end = b;
+        while (it != m_.end() && it->first <= end) {
+            end = std::max(end, it->second);
+            it = m_.erase(it);
+        }
+        m_[a] = end;
+    }
+    // The first byte of [a, b) held, if any.
+    bool first_in(uintptr_t a, uintptr_t b, uintptr_t *at) const {
+        auto it = m_.upper_bound(a);
+        if (it != m_.begin() && std::prev(it)->second > a) {
+            *at = a;
+            return true;
+        }
+        if (it != m_.end() && it->first < b) {
+            *at = it->first;
+            return true;
+        }
+        return false;
+    }
+    void erase(uintptr_t a, uintptr_t b) {
+        auto it = m_.upper_bound(a);
+        if (it != m_.begin() && std::prev(it)->second > a) --it;
+        std::vector<std::pair<uintptr_t, uintptr_t>> keep;
+        while (it != m_.end() && it->first < b) {
+            if (it->first < a) keep.emplace_back(it->first, a);
+            if (it->second > b) keep.emplace_back(b, it->second);
+            it = m_.erase(it);
+        }
+        for (const auto &k : keep) m_[k.first] = k.second;
+    }
+    void clear() { m_.clear(); }
+
+  private:
+    std::map<uintptr_t, uintptr_t> m_;  // begin -> end
+};
+
+// A grid's global accesses: reads and writes (an atomic is both), and its
+// kernel, for reports.
+struct GridAccesses {
+    Ranges reads, writes;
+    std::string kernel;
+    void clear() {
+        reads.clear();
+        writes.clear();
+        kernel.clear();
+    }
+    void erase(uintptr_t a, uintptr_t b) {
+        reads.erase(a, b);
+        writes.erase(a, b);
+    }
 };
 
 struct State {
@@ -202,6 +270,13 @@ struct State {
     std::string extents_kernel;
     std::vector<DeclaredExtent> extents;
     bool extents_armed = false;
+    // programmatic dependent launch (set_programmatic_launch; emu.h)
+    bool next_programmatic = false;  // for the next launch
+    GridDependency dep;              // the running (then the last) launch's
+    bool block_triggered = false;    // the running block executed launch_dependents
+    std::string grid_name;           // the running launch's kernel, for reports
+    GridAccesses grid_acc;           // the running launch's global accesses
+    std::vector<GridAccesses> in_flight;  // earlier grids that may still run beside it, newest last
     // outcome
     Fault fault;
     bool faulted = false;
@@ -403,6 +478,7 @@ void reset_block_state() {
     s.vc.assign((size_t)n * n, 0u);
     for (uint32_t t = 0; t < n; ++t) clock_of(t)[t] = 1u;
     s.locals.clear();
+    s.block_triggered = false;
     // Stale garbage, as a GPU would have it; and nothing written yet.
     if (s.sec_size) memset((void *)s.sec_lo, 0xA5, s.sec_size);
     if (s.dyn_size) memset(s.dyn, 0xA5, s.dyn_size);
@@ -614,6 +690,39 @@ bool buffer_access(uint32_t tid, uintptr_t a, size_t n, bool write) {
     return true;
 }
 
+// A global access (in a registered buffer) of the running grid: recorded for
+// the launch after it, and, by a thread of a programmatic launch before its
+// griddepcontrol.wait, checked against the grids still in flight (emu.h).
+void pdl_access(uint32_t tid, uintptr_t a, size_t n, bool write) {
+    State &s = S();
+    if (s.dep.programmatic && !s.threads[tid].griddep_waited) {
+        s.dep.early_accesses++;
+        uintptr_t at = 0;
+        bool meets_write = false;
+        const GridAccesses *other = nullptr;
+        for (auto g = s.in_flight.rbegin(); g != s.in_flight.rend() && other == nullptr; ++g) {
+            meets_write = g->writes.first_in(a, a + n, &at);
+            if (meets_write || (write && g->reads.first_in(a, a + n, &at))) other = &*g;
+        }
+        if (other != nullptr) {
+            auto it = s.buffers.upper_bound(a);
+            const Buf &b = std::prev(it)->second;  // buffer_access found it
+            raise_fault(FaultKind::kPdlRace, tid, at,
+                        format("kernel %s, a programmatic dependent launch: %s of %zu bytes at '%s' + %lu before "
+                               "this thread's griddepcontrol.wait, and byte '%s' + %lu was %s by %s, still in flight "
+                               "(launch_dependents lets this grid start before that one completes, and orders no "
+                               "memory; only griddepcontrol.wait waits for its completion and its writes)",
+                               s.grid_name.c_str(), write ? "store" : "load", n, b.name.c_str(),
+                               (unsigned long)(a - b.begin), b.name.c_str(), (unsigned long)(at - b.begin),
+                               meets_write ? "written" : "read", other->kernel.c_str()));
+        }
+    }
+    if (!write)
+        s.grid_acc.reads.add(a, a + n);
+    else
+        s.grid_acc.writes.add(a, a + n);
+}
+
 void global_checked(uint32_t tid, uintptr_t a, size_t n, size_t align, bool write) {
     State &s = S();
     const char *op = write ? "store" : "load";
@@ -621,7 +730,10 @@ void global_checked(uint32_t tid, uintptr_t a, size_t n, size_t align, bool writ
         raise_fault(FaultKind::kMisaligned, tid, a,
                     format("global %s of %zu bytes at %#lx, which is not %zu-byte aligned", op, n, (unsigned long)a,
                            align));
-    if (buffer_access(tid, a, n, write)) return;
+    if (buffer_access(tid, a, n, write)) {
+        pdl_access(tid, a, n, write);
+        return;
+    }
     // Near the block's shared memory or near a registered buffer: the nearer
     // one names the fault. Both are heap allocations, so an access just past
     // a buffer can lie within 4096 bytes of the shared memory too (regression:
@@ -744,6 +856,7 @@ const char *fault_kind_name(FaultKind k) {
         case FaultKind::kLaunch: return "bad launch";
         case FaultKind::kBadOperand: return "bad operand";
         case FaultKind::kOutsideExtent: return "outside declared extent";
+        case FaultKind::kPdlRace: return "programmatic dependent launch race";
     }
     return "?";
 }
@@ -762,8 +875,15 @@ void register_buffer(const void *p, size_t bytes, Access allowed, const char *na
     if (bytes == 0) return;
     const uintptr_t a = (uintptr_t)p;
     S().buffers[a] = Buf{a, a + bytes, allowed, name ? name : "?"};
+    for (GridAccesses &g : S().in_flight) g.erase(a, a + bytes);  // new memory: no earlier grid's work on it
 }
-void unregister_buffer(const void *p) { S().buffers.erase((uintptr_t)p); }
+void unregister_buffer(const void *p) {
+    State &s = S();
+    auto it = s.buffers.find((uintptr_t)p);
+    if (it == s.buffers.end()) return;
+    for (GridAccesses &g : s.in_flight) g.erase(it->second.begin, it->second.end);  // freed: its work is done
+    s.buffers.erase(it);
+}
 void clear_buffers() { S().buffers.clear(); }
 
 void set_declared_extents(const std::string &kernel, std::vector<DeclaredExtent> extents) {
@@ -776,13 +896,46 @@ void set_declared_extents(const std::string &kernel, std::vector<DeclaredExtent>
 
 const std::vector<DeclaredExtent> &last_declared_extents() { return S().extents; }
 
+void set_programmatic_launch(bool programmatic) { S().next_programmatic = programmatic; }
+const GridDependency &last_grid_dependency() { return S().dep; }
+
+void griddep_launch_dependents() {
+    require_kernel("griddepcontrol.launch_dependents");
+    State &s = S();
+    if (!s.block_triggered) {  // the block's first: later ones have no further effect (PTX ISA)
+        s.block_triggered = true;
+        s.dep.blocks_triggered++;
+    }
+}
+
+void griddep_wait() {
+    require_kernel("griddepcontrol.wait");
+    State &s = S();
+    ThreadState &t = s.threads[cur()];
+    if (!t.griddep_waited) {
+        t.griddep_waited = true;
+        s.dep.threads_waited++;
+    }
+    // Nothing to wait for: the grids before this one have run to completion.
+}
+
 namespace {
 Fault launch_impl(Dim3 grid, Dim3 block, uint32_t dynamic_shared) {
     State &s = S();
     s.faulted = false;
     s.fault = Fault();
+    // The launch's dependency (emu.h, programmatic dependent launch): a
+    // plain launch begins after every grid before it has completed.
+    s.dep = GridDependency();
+    s.dep.programmatic = s.next_programmatic;
+    s.next_programmatic = false;
+    if (!s.dep.programmatic) s.in_flight.clear();
+    s.grid_acc.clear();
+    s.grid_name = s.extents_armed ? s.extents_kernel : std::string("the kernel");
+    s.grid_acc.kernel = s.grid_name;
     const uint64_t n = (uint64_t)block.x * block.y * block.z;
     if (n == 0 || n > 1024 || grid.x == 0 || grid.y == 0 || grid.z == 0) {
+        s.in_flight.clear();
         s.fault.kind = FaultKind::kLaunch;
         s.fault.message = format("emulator: bad launch: grid %s, block %s (1 to 1024 threads, no zero extent)",
                                  dim_str(grid).c_str(), dim_str(block).c_str());
@@ -807,8 +960,16 @@ Fault launch_impl(Dim3 grid, Dim3 block, uint32_t dynamic_shared) {
         for (uint32_t by = 0; by < grid.y && !s.faulted; ++by)
             for (uint32_t bx = 0; bx < grid.x && !s.faulted; ++bx) {
                 s.block_idx = Dim3{bx, by, bz};
+                s.dep.blocks++;
+                s.dep.threads += s.nthreads;
                 run_block();
             }
+    // What the next launch may still overlap: this grid, and, if it may
+    // complete before the grids before it (programmatic, no thread waited),
+    // theirs too. After a fault nothing (the test has failed).
+    if (s.faulted || !(s.dep.programmatic && s.dep.threads_waited == 0)) s.in_flight.clear();
+    if (!s.faulted) s.in_flight.push_back(std::move(s.grid_acc));
+    s.grid_acc.clear();
     free(s.dyn);
     s.dyn = nullptr;
     s.dyn_size = 0;

@@ -31,6 +31,14 @@
 //     asynchronous copy will write or read (touching them is a race);
 //   - block_local<T>(key)                          extension state per block;
 //   - fault(kind, fmt, ...)                        report and end the launch.
+//
+// Launches run one after another. A programmatic dependent launch (PDL:
+// set_programmatic_launch, which the emulated backend sets from the
+// launcher's programmatic_serialization) is not overlapped with the launch
+// before it; instead every global access its threads make before their
+// griddepcontrol.wait is checked against every global access of the grids
+// that may still be in flight (kPdlRace), which covers every overlap the
+// GPU may run (section "programmatic dependent launch" below).
 #ifndef KLAUNCH_TESTS_EMU_EMU_H
 #define KLAUNCH_TESTS_EMU_EMU_H
 
@@ -64,6 +72,7 @@ enum class FaultKind {
     kLaunch,              // the launch itself is malformed (block shape, shared size)
     kBadOperand,          // an operand the instruction cannot take (a tensor map that is not one)
     kOutsideExtent,       // an access through a pointer argument past its declared extent (spec `extent`)
+    kPdlRace,             // a PDL grid's access before griddepcontrol.wait meets one of a grid still in flight
 };
 const char *fault_kind_name(FaultKind k);
 
@@ -185,6 +194,42 @@ Options &options();
 Fault launch(Dim3 grid, Dim3 block, uint32_t dynamic_shared, void (*body)(const void *), const void *params);
 // The same with any callable (tests of the emulator itself).
 Fault launch(Dim3 grid, Dim3 block, uint32_t dynamic_shared, const std::function<void()> &body);
+
+// ---- programmatic dependent launch (PDL) -----------------------------------------
+// On the GPU a launch with programmatic_serialization may start as soon as
+// every block of the grid before it on the stream has executed
+// griddepcontrol.launch_dependents or exited, and a thread's
+// griddepcontrol.wait returns only once that grid has completed and its
+// memory operations are visible; launch_dependents itself orders no memory.
+// Here the grids run one after another, and the overlap is checked instead
+// of run: while a programmatic launch runs, a global access (a registered
+// buffer's) by a thread that has not executed griddepcontrol.wait faults
+// (kPdlRace) if it touches a byte some grid still in flight wrote, or writes
+// a byte one read (atomics count as both), since on the GPU the two may
+// meet in either order and the earlier grid's writes need not be visible.
+// Grids still in flight for a launch: the one before it, and, when that one
+// was itself programmatic and none of its threads executed
+// griddepcontrol.wait (so it may complete before its own predecessor), the
+// ones in flight for it, and so on. A plain launch waits for everything
+// before it. Registering or unregistering a buffer forgets what earlier
+// grids did to its bytes (a freed allocation's work is done).
+
+// The next launch is a programmatic dependent launch of the one before it.
+void set_programmatic_launch(bool programmatic);
+// What the last launch (or the running one) did about its dependency.
+struct GridDependency {
+    bool programmatic = false;      // launched as a programmatic dependent
+    uint32_t blocks = 0;            // blocks run
+    uint32_t blocks_triggered = 0;  // blocks that executed griddepcontrol.launch_dependents
+    uint64_t threads = 0;           // threads run
+    uint64_t threads_waited = 0;    // threads that executed griddepcontrol.wait
+    uint64_t early_accesses = 0;    // a programmatic launch's global accesses before its threads' wait
+};
+const GridDependency &last_grid_dependency();
+// griddepcontrol.launch_dependents / griddepcontrol.wait by the calling
+// thread (kl_ptx_emu.h's kl__griddep_launch_dependents / kl__griddep_wait).
+void griddep_launch_dependents();
+void griddep_wait();
 
 // ---- who is running (valid inside a launch) ------------------------------------
 

@@ -213,6 +213,11 @@ kl_status emu_launch(const kl_backend *be, const kl_launch *l) {
         windows.push_back(w);
     }
     emu::set_declared_extents(std::string(desc->entry) + " (kl_" + desc->launcher + ")", std::move(windows));
+    // A programmatic dependent launch (programmatic_serialization): its
+    // threads' global accesses before griddepcontrol.wait are checked against
+    // the grids still in flight (emu.h, programmatic dependent launch).
+    emu::set_programmatic_launch(l->attributes != nullptr &&
+                                 (l->attributes->flags & KL_LAUNCH_PROGRAMMATIC_SERIALIZATION) != 0u);
     const emu::Fault f = emu::launch(emu::Dim3{l->grid[0], l->grid[1], l->grid[2]},
                                      emu::Dim3{l->block[0], l->block[1], l->block[2]}, l->shared_bytes, k->call,
                                      packed.data());

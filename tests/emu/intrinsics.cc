@@ -313,10 +313,11 @@ float ex2_approx_ftz(float x) {
 uint32_t dynamic_smem_size() { return emu::dynamic_size(); }
 uint32_t dynamic_smem_base() { return emu::dynamic_base(); }
 
-// griddepcontrol.launch_dependents / .wait: the grid runs to completion in
-// launch order here, so both are order points with nothing to wait for.
-void griddep_launch_dependents() {}
-void griddep_wait() {}
+// griddepcontrol.launch_dependents / .wait: the grids run to completion in
+// launch order here, so the wait has nothing to wait for; both are noted
+// for the check of a programmatic dependent launch's early accesses (emu.h).
+void griddep_launch_dependents() { emu::griddep_launch_dependents(); }
+void griddep_wait() { emu::griddep_wait(); }
 uint64_t globaltimer() {
     return static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
