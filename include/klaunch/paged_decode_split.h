@@ -184,8 +184,13 @@ static inline uint32_t kl_paged_decode_num_splits(uint32_t num_seqs, uint32_t nu
  *              persist_counter_words), ZERO before the first launch
  *              (cuMemsetD32 once after allocating them); every completed
  *              launch leaves them zero, so they are reused as they are.
- *              Launches that share counters or workspace must not run at
- *              the same time (one stream, or events between them).
+ *              Launches that share counters or workspace may follow one
+ *              another on one stream with no wait between, any mix of the
+ *              persistent launchers: the _bulk and _tma ones are
+ *              programmatic dependent launches that touch no global memory
+ *              before griddepcontrol.wait, which returns once the launch
+ *              before has completed (specs/paged_decode.yaml). Across
+ *              streams, order them with events.
  *
  *       uint32_t ctas = kl_paged_decode_persist_ctas(num_seqs, 8, max_len, 0, sm_count);
  *       uint64_t ws = kl_paged_decode_persist_workspace_bytes(4, 128, ctas);

@@ -79,9 +79,15 @@
  *   - launched as a programmatic dependent launch (the spec's
  *     programmatic_serialization): it triggers its dependents on entry,
  *     sets up the ring and its mbarriers, and waits (griddepcontrol.wait)
- *     only before its first global read, so its launch and prologue run
+ *     only before its first global access, so its launch and prologue run
  *     under the previous kernel's tail; and the first block-table entries
- *     are read speculatively while seq_lens arrive (paged_decode_bulk.cuh);
+ *     are read speculatively while seq_lens arrive (paged_decode_bulk.cuh).
+ *     Nothing before the wait touches global memory (the maps it prefetches
+ *     are kernel parameters), so a launch of these on the workspace and
+ *     counters the previous kernel is still using is safe: the wait returns
+ *     once that kernel has completed, its last arrivals having reset every
+ *     counter (emulated: the BackToBack* tests, where every access before a
+ *     programmatic launch's wait is checked against the launch before);
  *   - the merge of a cut unit's records is one L2 round trip: each thread
  *     loads (m, l) and its accumulator elements of up to 16 records at
  *     once, independent loads, then combines (the _mma kernel's merge
@@ -334,7 +340,11 @@ static __device__ __forceinline__ void paged_decode__bulk_persist(
     }
     paged_decode__bulk_init<FP8, TMAP>(bars);
     if (tid == 0u) PAGED_DECODE__STAMP(1); /* the ring's mbarriers set up */
-    kl__griddep_wait(); /* the previous kernel's writes (caches, tables, lengths) are visible from here */
+    /* Nothing above touches global memory: the previous kernel on the stream
+     * may still run (it may be another launch on this workspace and these
+     * counters). From here it has completed and its writes (caches, tables,
+     * lengths, its counters' resets) are visible. */
+    kl__griddep_wait();
     if (tid == 0u) PAGED_DECODE__STAMP(2);
     if (num_seqs == 0u) return;
 

@@ -333,6 +333,98 @@ TEST_P(BulkEmulatedTest, PersistentFirstTileFoundByAWarpUpTo32SequencesAndByTheB
     }
 }
 
+// One persistent copy-engine launch (maps: the _tma twin, its maps encoded
+// by its builders) of problem p on the given output, workspace and counters.
+void launch_persist(const kl_module *m, bool fp8, bool maps, const Problem &p, const Case &c,
+                    const paged_decode_problem::EmuInputs &in, kl_bf16 *out, float *ws, uint64_t ws_bytes,
+                    uint32_t *counters, uint64_t nc, uint32_t num_ctas) {
+    const paged_decode_ref::Shape &g = p.g;
+    const float inv = static_cast<float>(g.inv_sqrt_d);
+    const uint64_t block_stride = fp8 ? p.cache_stride : p.block_elems;
+    kl_kernel k;
+    kl_tensor_map km, vm;
+    auto encode = [&](auto kbuilder, auto vbuilder, const auto *kp, const auto *vp) {
+        KL_EMU_ASSERT_OK(kbuilder(&k, &km, kp, g.head_dim, g.num_kv_heads, g.block_size, p.num_blocks, g.head_dim,
+                                  uint64_t{g.num_kv_heads} * g.head_dim, block_stride));
+        KL_EMU_ASSERT_OK(vbuilder(&k, &vm, vp, g.head_dim, g.num_kv_heads, g.block_size, p.num_blocks, g.head_dim,
+                                  uint64_t{g.num_kv_heads} * g.head_dim, block_stride));
+    };
+    if (maps && !fp8) {
+        KL_EMU_ASSERT_OK(kl_paged_decode_persist_bf16_gqa_tma_get(&k, m));
+        encode(kl_paged_decode_persist_bf16_gqa_tma_k_map_encode, kl_paged_decode_persist_bf16_gqa_tma_v_map_encode,
+               in.kbp, in.vbp);
+        KL_EMU_ASSERT_OK(kl_paged_decode_persist_bf16_gqa_tma(
+            &k, in.q->data(), &km, &vm, out, in.tables->data(), in.lens->data(), g.max_blocks_per_seq, g.num_seqs,
+            g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv, g.q_stride, g.sliding_window, ws, counters,
+            num_ctas, ws_bytes, nc, nullptr));
+    } else if (maps) {
+        KL_EMU_ASSERT_OK(kl_paged_decode_persist_fp8_gqa_tma_get(&k, m));
+        encode(kl_paged_decode_persist_fp8_gqa_tma_k_map_encode, kl_paged_decode_persist_fp8_gqa_tma_v_map_encode,
+               in.k8p, in.v8p);
+        KL_EMU_ASSERT_OK(kl_paged_decode_persist_fp8_gqa_tma(
+            &k, in.q->data(), &km, &vm, out, in.tables->data(), in.lens->data(), g.max_blocks_per_seq, g.num_seqs,
+            g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv, c.k_scale, c.v_scale, g.q_stride,
+            g.sliding_window, ws, counters, num_ctas, ws_bytes, nc, nullptr));
+    } else if (!fp8) {
+        KL_EMU_ASSERT_OK(kl_paged_decode_persist_bf16_gqa_bulk_get(&k, m));
+        KL_EMU_ASSERT_OK(kl_paged_decode_persist_bf16_gqa_bulk(
+            &k, in.q->data(), in.kbp, in.vbp, out, in.tables->data(), in.lens->data(), g.max_blocks_per_seq,
+            g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv, g.q_stride, g.sliding_window, ws,
+            counters, num_ctas, ws_bytes, nc, nullptr));
+    } else {
+        KL_EMU_ASSERT_OK(kl_paged_decode_persist_fp8_gqa_bulk_get(&k, m));
+        KL_EMU_ASSERT_OK(kl_paged_decode_persist_fp8_gqa_bulk(
+            &k, in.q->data(), in.k8p, in.v8p, out, in.tables->data(), in.lens->data(), g.max_blocks_per_seq,
+            g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv, c.k_scale, c.v_scale,
+            g.q_stride, p.cache_stride, g.sliding_window, ws, counters, num_ctas, ws_bytes, nc, nullptr));
+    }
+}
+
+// The four persistent copy-engine launchers are programmatic dependent
+// launches, so on the GPU two of them back to back on one stream overlap:
+// the second's blocks may start once every block of the first has executed
+// launch_dependents (at entry). Sharing workspace and counters is safe
+// because nothing of the second touches global memory before its
+// griddepcontrol.wait, which returns only once the first has completed
+// (its last arrivals have put every counter back to zero) and its writes
+// are visible. Here: a (lengths {100, 0, 37} at 4 blocks), b ({5, 90, 61}
+// at 3 blocks: other cuts of other units), a again, back to back on one
+// workspace and one set of counters with their own inputs and outputs; the
+// emulator checks each launch's accesses before its wait against the one
+// before (none, and every thread waits), and check_back_to_back each
+// output against its reference and the counters against zero.
+TEST_P(BulkEmulatedTest, BackToBackPdlLaunchesShareWorkspaceAndCountersTouchingNothingBeforeTheirWait) {
+    uint32_t seed = 9900 + 10 * width();
+    for (bool maps : {false, true})
+        for (bool fp8 : {false, true}) {
+            SCOPED_TRACE(std::string(fp8 ? "fp8" : "bf16") + (maps ? " tma" : " bulk") + ", pack width " +
+                         std::to_string(width()));
+            const std::pair<Case, Case> cs = paged_decode_problem::two_problems(static_cast<uint32_t>(width()), seed);
+            seed += 2;
+            const Problem a = paged_decode_problem::build(fp8, cs.first), b = paged_decode_problem::build(fp8, cs.second);
+            const paged_decode_problem::EmuInputs in_a(a, cs.first, fp8), in_b(b, cs.second, fp8);
+            emu::Buffer<kl_bf16> out_a(static_cast<size_t>(a.g.num_seqs) * a.g.num_q_heads * a.g.head_dim, Access::kWrite,
+                                       "output a");
+            emu::Buffer<kl_bf16> out_b(static_cast<size_t>(b.g.num_seqs) * b.g.num_q_heads * b.g.head_dim, Access::kWrite,
+                                       "output b");
+            const uint64_t ws_bytes = kl_paged_decode_persist_workspace_bytes(static_cast<uint32_t>(width()), 128u, 4u);
+            emu::Buffer<float> ws(ws_bytes / 4, Access::kReadWrite, "workspace");
+            const uint64_t nc = kl_paged_decode_persist_counter_words(a.g.num_seqs, a.g.num_kv_heads);
+            emu::Buffer<uint32_t> counters(nc, Access::kReadWrite, "counters");
+            counters.fill_bytes(0);
+            const kl_module *m = mod();
+            ASSERT_NE(m, nullptr);
+            paged_decode_problem::check_back_to_back(a, b, out_a, out_b, ws, counters, nc, true, [&](int which) {
+                if (which == 0)
+                    launch_persist(m, fp8, maps, a, cs.first, in_a, out_a.data(), ws.data(), ws_bytes, counters.data(),
+                                   nc, 4u);
+                else
+                    launch_persist(m, fp8, maps, b, cs.second, in_b, out_b.data(), ws.data(), ws_bytes, counters.data(),
+                                   nc, 3u);
+            });
+        }
+}
+
 // The tensor-map twins (*_gqa_tma): block sizes 16 and 64 (a box is 16
 // slots of one cache block), lengths around the block and 2000 (the ring
 // wraps), windows that start and end inside a box (the rows outside are

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -98,6 +99,85 @@ void check_emulated_launch(const Problem &p, const std::vector<double> &ref, emu
     for (size_t i = 0; i < n_out; i++) differ += out[i].bits != first[i].bits;
     EXPECT_EQ(differ, 0u) << "a second launch on the same (reset) counters gave another output";
     for (uint64_t i = 0; i < nc; i++) EXPECT_EQ(counters[i], 0u) << "counter " << i << " after the second launch";
+}
+
+// Two problems of one batch shape (num_seqs, num_kv_heads: one set of
+// counters serves both) with different lengths, caches, tables and
+// queries, for the back-to-back launches below.
+inline std::pair<Case, Case> two_problems(uint32_t width, uint32_t seed) {
+    Case a, b;
+    a.num_kv_heads = b.num_kv_heads = 2;
+    a.num_q_heads = b.num_q_heads = 2 * width;
+    a.seq_lens = {100, 0, 37};  // 2 x (7, 1, 3) tiles
+    b.seq_lens = {5, 90, 61};   // 2 x (1, 6, 4) tiles
+    a.seed = seed;
+    b.seed = seed + 1;
+    return {a, b};
+}
+
+// What a persistent launch did about the launch before it, as the
+// emulator saw it (emu::last_grid_dependency): a programmatic dependent
+// launch (the _bulk and _tma launchers) triggers its dependents in every
+// block, so on the GPU the next launch's blocks may start while it runs,
+// and no thread of it touches global memory (inputs, output, workspace,
+// counters) before its griddepcontrol.wait, which every thread executes; a
+// plain one (the _mma launchers) triggers nothing, so a dependent starts
+// only as its blocks exit.
+inline void expect_dependency(bool programmatic, const char *which) {
+    const emu::GridDependency &d = emu::last_grid_dependency();
+    EXPECT_EQ(d.programmatic, programmatic) << which;
+    if (programmatic) {
+        EXPECT_EQ(d.blocks_triggered, d.blocks) << which << ": blocks that never executed launch_dependents";
+        EXPECT_EQ(d.threads_waited, d.threads) << which << ": threads that never executed griddepcontrol.wait";
+        EXPECT_EQ(d.early_accesses, 0u) << which << ": global accesses before griddepcontrol.wait";
+    } else {
+        EXPECT_EQ(d.blocks_triggered, 0u) << which;
+    }
+}
+
+// Launches of a persistent launcher back to back on one workspace and one
+// set of counters, with different problems: launch(0) runs a's (inputs,
+// output out_a, its grid), launch(1) b's, then launch(0) a's again, with
+// nothing between them (no check, no reset). On the emulator a
+// programmatic launch's accesses before its wait are checked against the
+// launch before it (a conflict fails the launch: emu.h); here, after each,
+// its dependency (expect_dependency), and after the three: the guards,
+// every counter back to zero, each output against its own float64
+// reference, a's second output bit for bit its first.
+template <class Launch>
+void check_back_to_back(const Problem &a, const Problem &b, emu::Buffer<kl_bf16> &out_a, emu::Buffer<kl_bf16> &out_b,
+                        emu::Buffer<float> &ws, emu::Buffer<uint32_t> &counters, uint64_t nc, bool programmatic,
+                        const Launch &launch) {
+    const std::vector<double> ref_a = reference(a), ref_b = reference(b);
+    const size_t na = static_cast<size_t>(a.g.num_seqs) * a.g.num_q_heads * a.g.head_dim;
+    const size_t nb = static_cast<size_t>(b.g.num_seqs) * b.g.num_q_heads * b.g.head_dim;
+    launch(0);
+    expect_dependency(programmatic, "the first launch (a)");
+    const std::vector<kl_bf16> first_a(out_a.data(), out_a.data() + na);
+    launch(1);
+    expect_dependency(programmatic, "the second launch (b)");
+    out_a.fill_bytes(0xFF);
+    launch(0);
+    expect_dependency(programmatic, "the third launch (a again)");
+    EXPECT_TRUE(out_a.guards_intact() && out_b.guards_intact()) << "a write landed outside an output";
+    EXPECT_TRUE(ws.guards_intact()) << "a write landed outside the workspace";
+    EXPECT_TRUE(counters.guards_intact()) << "a write landed outside the counters";
+    for (uint64_t i = 0; i < nc; i++) EXPECT_EQ(counters[i], 0u) << "counter " << i << " after the three launches";
+    std::vector<kl_bf16> all(kGuard + nb + kGuard, kl_bf16{kPoisonBf16});
+    std::memcpy(all.data() + kGuard, out_b.data(), nb * sizeof(kl_bf16));
+    {
+        SCOPED_TRACE("b's output");
+        check_output(b, ref_b, all);
+    }
+    all.assign(kGuard + na + kGuard, kl_bf16{kPoisonBf16});
+    std::memcpy(all.data() + kGuard, out_a.data(), na * sizeof(kl_bf16));
+    {
+        SCOPED_TRACE("a's output (its second launch)");
+        check_output(a, ref_a, all);
+    }
+    size_t differ = 0;
+    for (size_t i = 0; i < na; i++) differ += out_a[i].bits != first_a[i].bits;
+    EXPECT_EQ(differ, 0u) << "a's second launch, after b's on the same workspace and counters, gave another output";
 }
 
 }  // namespace paged_decode_problem

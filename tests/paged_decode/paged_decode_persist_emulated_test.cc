@@ -221,6 +221,62 @@ TEST_P(PersistEmulatedTest, CountersReturnToZeroAndASecondLaunchMatchesTheFirst)
     }
 }
 
+// The _mma persistent launchers are plain launches: two back to back on
+// one stream run one after the other (the second starts once the first
+// has completed, and it never triggers its dependents early, so a
+// programmatic launch after it, a _bulk or _tma one, starts only as its
+// blocks exit and waits for its completion before touching memory). Here:
+// a (lengths {100, 0, 37} at 4 blocks), b ({5, 90, 61} at 3 blocks: other
+// cuts of other units), a again, back to back on one workspace and one set
+// of counters with their own inputs and outputs (check_back_to_back: each
+// output against its reference, the counters back to zero, a's outputs
+// bit for bit equal).
+TEST_P(PersistEmulatedTest, BackToBackPlainLaunchesShareWorkspaceAndCountersWithDifferentInputs) {
+    uint32_t seed = 8900 + 10 * width();
+    for (bool fp8 : {false, true}) {
+        SCOPED_TRACE(std::string(fp8 ? "fp8" : "bf16") + ", pack width " + std::to_string(width()));
+        const std::pair<Case, Case> cs = paged_decode_problem::two_problems(static_cast<uint32_t>(width()), seed);
+        seed += 2;
+        const Problem a = paged_decode_problem::build(fp8, cs.first), b = paged_decode_problem::build(fp8, cs.second);
+        const paged_decode_problem::EmuInputs in_a(a, cs.first, fp8), in_b(b, cs.second, fp8);
+        emu::Buffer<kl_bf16> out_a(static_cast<size_t>(a.g.num_seqs) * a.g.num_q_heads * a.g.head_dim, Access::kWrite,
+                                   "output a");
+        emu::Buffer<kl_bf16> out_b(static_cast<size_t>(b.g.num_seqs) * b.g.num_q_heads * b.g.head_dim, Access::kWrite,
+                                   "output b");
+        const uint64_t ws_bytes = kl_paged_decode_persist_workspace_bytes(static_cast<uint32_t>(width()), 128u, 4u);
+        emu::Buffer<float> ws(ws_bytes / 4, Access::kReadWrite, "workspace");
+        const uint64_t nc = kl_paged_decode_persist_counter_words(a.g.num_seqs, a.g.num_kv_heads);
+        emu::Buffer<uint32_t> counters(nc, Access::kReadWrite, "counters");
+        counters.fill_bytes(0);
+        const kl_module *m = mod();
+        ASSERT_NE(m, nullptr);
+        paged_decode_problem::check_back_to_back(a, b, out_a, out_b, ws, counters, nc, false, [&](int which) {
+            const Problem &p = which == 0 ? a : b;
+            const Case &c = which == 0 ? cs.first : cs.second;
+            const paged_decode_problem::EmuInputs &in = which == 0 ? in_a : in_b;
+            kl_bf16 *out = which == 0 ? out_a.data() : out_b.data();
+            const uint32_t num_ctas = which == 0 ? 4u : 3u;
+            const paged_decode_ref::Shape &g = p.g;
+            const float inv = static_cast<float>(g.inv_sqrt_d);
+            kl_kernel k;
+            if (!fp8) {
+                KL_EMU_ASSERT_OK(kl_paged_decode_persist_bf16_gqa_mma_get(&k, m));
+                KL_EMU_ASSERT_OK(kl_paged_decode_persist_bf16_gqa_mma(
+                    &k, in.q->data(), in.kbp, in.vbp, out, in.tables->data(), in.lens->data(), g.max_blocks_per_seq,
+                    g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv, g.q_stride,
+                    g.sliding_window, ws.data(), counters.data(), num_ctas, ws_bytes, nc, nullptr));
+            } else {
+                KL_EMU_ASSERT_OK(kl_paged_decode_persist_fp8_gqa_mma_get(&k, m));
+                KL_EMU_ASSERT_OK(kl_paged_decode_persist_fp8_gqa_mma(
+                    &k, in.q->data(), in.k8p, in.v8p, out, in.tables->data(), in.lens->data(), g.max_blocks_per_seq,
+                    g.num_seqs, g.num_q_heads, g.num_kv_heads, g.head_dim, g.block_size, inv, c.k_scale, c.v_scale,
+                    g.q_stride, p.cache_stride, g.sliding_window, ws.data(), counters.data(), num_ctas, ws_bytes, nc,
+                    nullptr));
+            }
+        });
+    }
+}
+
 // More sequences than a block scans at once (256): the scan that finds a
 // block's first sequence crosses chunks; short and empty sequences.
 TEST_P(PersistEmulatedTest, MoreThan256Sequences) {
