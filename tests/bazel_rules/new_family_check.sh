@@ -115,7 +115,7 @@ step "5. x and w swapped (both const bf16*): refused"
 sed -i 's|const __nv_bfloat16 \*x, const __nv_bfloat16 \*w|const __nv_bfloat16 *w, const __nv_bfloat16 *x|; s|uint64_t n|uint32_t n|' \
   kernels/rms_norm/rms_norm_bf16.cu
 if bz build //kernels:rms_norm >"$log" 2>&1; then fail "a same-type swap compiled"; fi
-grep -q 'kernels/rms_norm/rms_norm_bf16.cu(3): error: static assertion failed with "klaunch: kernel rms_norm_bf16, parameter 1 is named w; the spec.s parameter 1 is x (const bf16\*) \[specs/rms_norm.yaml:16:9\]' "$log" ||
+grep -q 'kernels/rms_norm/rms_norm_bf16.cu(3): error: static assertion failed with "klaunch: kernel rms_norm_bf16, parameter 1 is named w; the spec.s parameter 1 is x (const bf16\*) \[specs/rms_norm.yaml:16:16\]' "$log" ||
   fail "no message naming the swap at kernels/rms_norm/rms_norm_bf16.cu(3)"
 git checkout -q -- kernels/rms_norm/rms_norm_bf16.cu
 
