@@ -157,31 +157,28 @@ class PagedDecodeOp
         : Base(descriptor(), chooser()), dev_(dev) {
         const char *variants[2] = {"gqa4_d128", "gqa8_d128"};
         for (int v = 0; v < 2; v++) load_variant(mods.get("paged_decode", variants[v]), &vk_[v]);
-        // The grid: the decode benchmark's batches and lengths (bench/decode:
-        // 1 x 256 .. 32768, 32 x 256 .. 4096) widened to a grid, both head layouts.
-        std::vector<uint32_t> seqs, lens;
-        std::vector<std::pair<uint32_t, uint32_t>> heads;
         if (grid == Grid::kTiny) {
             // On the emulator: 4 query heads on 1 KV head (gqa4_d128), 1 and 2
             // sequences of 48 and 20 positions (a ragged last page).
             shapes_ = {{1, 48, 4, 1, 0}, {2, 20, 4, 1, 0}};
             return;
         }
+        // The decode benchmark's grid (bench/decode: 32 query / 8 KV heads,
+        // 1 x 256 .. 32768 and 32 x 256 .. 4096) with 8 x 1024, 8 x 4096, and
+        // 64 query / 8 KV heads (gqa8_d128) at four of its shapes.
+        auto add = [&](uint32_t nq, uint32_t seqs, std::initializer_list<uint32_t> lens) {
+            for (uint32_t l : lens) shapes_.push_back({seqs, l, nq, 8, nq == 64 ? 1 : 0});
+        };
         if (grid == Grid::kQuick) {
-            seqs = {1, 32};
-            lens = {1024, 32768};
-            heads = {{32, 8}};
-        } else {
-            seqs = {1, 4, 16, 32, 64};
-            lens = {256, 1024, 4096, 16384, 32768};
-            heads = {{32, 8}, {64, 8}};
+            add(32, 1, {1024, 32768});
+            add(32, 32, {4096});
+            return;
         }
-        for (auto h : heads)
-            for (uint32_t s : seqs)
-                for (uint32_t l : lens) {
-                    if (uint64_t{s} * l > (1u << 20)) continue;  // at most 2^20 cached positions (4 GiB of bf16 K+V)
-                    shapes_.push_back({s, l, h.first, h.second, h.first / h.second == 8 ? 1 : 0});
-                }
+        add(32, 1, {256, 1024, 4096, 16384, 32768});
+        add(32, 8, {1024, 4096});
+        add(32, 32, {256, 512, 1024, 2048, 4096});
+        add(64, 1, {4096, 32768});
+        add(64, 32, {1024, 4096});
     }
 
     size_t num_shapes() const override { return shapes_.size(); }
@@ -508,17 +505,18 @@ class MlaDecodeOp : public OpOf<typename MlaDecodeTypes<FP8>::Shape, typename Ml
             shapes_ = {{1, 100, 1, 16, 1}, {2, 40, 1, 16, 1}};
             return;
         }
-        // bench/mla_decode's shapes (h_q 16: batch 128 x 4096, 1 x 32768;
-        // h_q 128: short and compute rows) widened to a grid.
-        std::vector<uint32_t> batches = grid == Grid::kQuick ? std::vector<uint32_t>{1, 64}
-                                                             : std::vector<uint32_t>{1, 8, 32, 128};
-        std::vector<uint32_t> lens = grid == Grid::kQuick ? std::vector<uint32_t>{1024, 8192}
-                                                          : std::vector<uint32_t>{1024, 4096, 16384};
-        std::vector<uint32_t> heads = grid == Grid::kQuick ? std::vector<uint32_t>{16} : std::vector<uint32_t>{16, 128};
-        for (int v = 0; v < (grid == Grid::kQuick ? 1 : 2); v++)
-            for (uint32_t h : heads)
-                for (uint32_t b : batches)
-                    for (uint32_t l : lens) shapes_.push_back({b, l, 1, h, v});
+        // bench/mla_decode's shapes: h_q 16 at 1 x 32768 (long), 128 x 4096
+        // (mem) and 32 x 4096; h_q 128 at 1 x 1024 (short), 8 x 4096 and 32 x
+        // 4096; both variants. --quick: D 576, h_q 16, 1 x 32768 and 32 x 4096.
+        for (int v = 0; v < (grid == Grid::kQuick ? 1 : 2); v++) {
+            shapes_.push_back({1, 32768, 1, 16, v});
+            shapes_.push_back({32, 4096, 1, 16, v});
+            if (grid == Grid::kQuick) continue;
+            shapes_.push_back({128, 4096, 1, 16, v});
+            shapes_.push_back({1, 1024, 1, 128, v});
+            shapes_.push_back({8, 4096, 1, 128, v});
+            shapes_.push_back({32, 4096, 1, 128, v});
+        }
     }
 
     size_t num_shapes() const override { return shapes_.size(); }
@@ -722,14 +720,18 @@ class AbsorbedAttentionOp : public OpOf<kl_mla_absorbed_attention_shape, kl_mla_
             shapes_ = {{1, 17, 1, 1}, {2, 40, 2, 1}};  // on the emulator: D 320, short sequences
             return;
         }
-        // bench/mla's shapes (128 heads x 4096, 16 heads x 1024, batch 1) widened to a grid.
-        const std::vector<uint32_t> seqs = grid == Grid::kQuick ? std::vector<uint32_t>{1024, 4096}
-                                                                : std::vector<uint32_t>{512, 1024, 2048, 4096};
-        const std::vector<uint32_t> batches = grid == Grid::kQuick ? std::vector<uint32_t>{1} : std::vector<uint32_t>{1, 4};
+        // The MLA prefill grid: bench/mla's shapes (128 heads x 4096 and 16
+        // heads x 1024, batch 1) over lengths 512 .. 4096, and batch 4 at
+        // 1024; both variants. --quick: D 576, 1 x 1024 and 1 x 4096.
         for (int v = 0; v < (grid == Grid::kQuick ? 1 : 2); v++)
-            for (uint32_t h : {16u, 128u})
-                for (uint32_t b : batches)
-                    for (uint32_t s : seqs) shapes_.push_back({b, s, h, v});
+            for (uint32_t h : {16u, 128u}) {
+                if (grid == Grid::kQuick) {
+                    if (h == 128) shapes_.push_back({1, 1024, h, v}), shapes_.push_back({1, 4096, h, v});
+                    continue;
+                }
+                for (uint32_t s : {512u, 1024u, 2048u, 4096u}) shapes_.push_back({1, s, h, v});
+                shapes_.push_back({4, 1024, h, v});
+            }
     }
 
     size_t num_shapes() const override { return shapes_.size(); }

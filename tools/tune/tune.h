@@ -104,6 +104,9 @@ class Clock {
     // Microseconds one launch takes under `policy`; < 0 when this clock
     // cannot time that policy here.
     virtual double time_us(kl_choice_policy policy, const Trial &trial, const Launch &launch) = 0;
+    // A quick eager estimate (a few launches): which candidate of an
+    // alternative's tunables to time in full.
+    virtual double screen_us(const Trial &trial, const Launch &launch) = 0;
     virtual kl_stream stream() = 0;
     virtual const char *name() const = 0;
 };
@@ -138,6 +141,10 @@ class FakeClock : public Clock {
             launches++;
         }
         return fake_time_us(policy, trial);
+    }
+    // The eager time itself: screening keeps what full timing would find best.
+    double screen_us(const Trial &trial, const Launch &launch) override {
+        return time_us(KL_CHOICE_EAGER, trial, launch);
     }
     kl_stream stream() override { return nullptr; }
     const char *name() const override { return "fake (deterministic, not a measurement)"; }
@@ -244,10 +251,11 @@ inline bool rule_defaults(Op &op, const kl_device &dev, uint32_t alt, std::vecto
 struct Options {
     std::string out;                       // --out FILE (the table)
     std::vector<kl_choice_policy> policies = {KL_CHOICE_EAGER, KL_CHOICE_GRAPH};
-    int runs = 20;                         // --runs N
+    int runs = 10;                         // --runs N
     std::vector<std::string> only;         // --only OP[,OP...]
     bool quick = false;                    // --quick
     bool emit_c = false;                   // --emit-c
+    bool exhaustive = false;               // --exhaustive: every candidate timed in full (no screening)
     std::string device_id;                 // --device-id ID (default: from the device's name)
 };
 
@@ -299,6 +307,8 @@ inline Options parse_options(int argc, char **argv, const char *usage,
             o.quick = true;
         } else if (a == "--emit-c") {
             o.emit_c = true;
+        } else if (a == "--exhaustive") {
+            o.exhaustive = true;
         } else if (a == "--device-id") {
             o.device_id = value();
         } else {
@@ -349,7 +359,8 @@ struct Regret {
 };
 
 struct Result {
-    std::vector<Measure> measures;
+    std::vector<Measure> measures;        // timed in full
+    std::vector<Measure> screens;         // screening estimates (eager), of every candidate screened
     std::vector<kl_choice_row> rows;      // the table written (op/alternative names: the descriptors')
     kl_choice_device device;
     std::vector<Regret> regrets;
@@ -459,6 +470,58 @@ inline Result run(const std::vector<Op *> &ops, const kl_choice_op *const *ops_l
                 static_cast<unsigned long long>(dev.l2_bytes), kl_choice_mem_gib(dev.mem_bytes), dev.mem_bandwidth_gbs);
     std::fflush(stdout);
 
+    // The table: the best of each (shape, policy, alternative) timed so far,
+    // as rows and as the file's text.
+    auto make_table = [&]() {
+        res.rows.clear();
+        std::map<std::tuple<size_t, size_t, int, uint32_t>, const Measure *> best;
+        for (const Measure &m : res.measures) {
+            auto k = std::make_tuple(m.op, m.shape, static_cast<int>(m.policy), m.alternative);
+            auto it = best.find(k);
+            if (it == best.end() || m.us < it->second->us) best[k] = &m;
+        }
+        std::set<std::string> seen_keys;
+        for (const auto &kv : best) {
+            const Measure &m = *kv.second;
+            Op &op = *ops[m.op];
+            const kl_choice_op &d = op.desc();
+            kl_choice_row r;
+            std::memset(&r, 0, sizeof r);
+            r.device = 0;
+            r.op = d.name;
+            r.policy = m.policy;
+            const std::vector<uint32_t> k = op.keys(m.shape);
+            std::string key = std::string(d.name) + "/" + policy_name(m.policy) + "/" + d.alternatives[m.alternative];
+            for (uint32_t i = 0; i < d.num_keys; i++) r.keys[i] = k[i], key += "/" + std::to_string(k[i]);
+            if (!seen_keys.insert(key).second)
+                die(std::string(d.name) + ": two shapes of the grid have the same keys (" + op.shape_name(m.shape) +
+                    "): a table holds one row per key");
+            r.alternative = d.alternatives[m.alternative];
+            r.time_ns = static_cast<uint64_t>(m.us * 1000.0 + 0.5);
+            if (r.time_ns == 0) r.time_ns = 1;
+            for (uint32_t t = 0; t < d.num_tunables; t++)
+                if (d.alternative_tunables[m.alternative] & (1u << t)) r.tunables[t] = m.tunables[t];
+            res.rows.push_back(r);
+        }
+        {
+            const kl_choice_table t = {&res.device, 1u, res.rows.data(), res.rows.size(), nullptr};
+            char *buf = nullptr;
+            size_t len = 0;
+            FILE *f = open_memstream(&buf, &len);
+            if (f == nullptr) die("open_memstream failed");
+            ok(kl_choice_table_write(f, &t, ops_list), "kl_choice_table_write");
+            std::fclose(f);
+            res.table_text.assign(buf, len);
+            std::free(buf);
+        }
+    };
+    auto write_table = [&]() {
+        std::FILE *f = std::fopen(opt.out.c_str(), "w");
+        if (f == nullptr) die("cannot write " + opt.out);
+        std::fwrite(res.table_text.data(), 1, res.table_text.size(), f);
+        if (std::fclose(f) != 0) die("writing " + opt.out + " failed");
+    };
+
     for (size_t oi = 0; oi < ops.size(); oi++) {
         Op &op = *ops[oi];
         if (std::find(chosen.begin(), chosen.end(), &op) == chosen.end()) continue;
@@ -472,9 +535,11 @@ inline Result run(const std::vector<Op *> &ops, const kl_choice_op *const *ops_l
             op.set_shape(si);
             // What to time: each alternative that applies, each candidate.
             std::vector<std::pair<uint32_t, std::vector<uint32_t>>> trials;
+            std::set<std::pair<uint32_t, std::vector<uint32_t>>> must;  // timed in full whatever screening says
             for (uint32_t a = 0; a < d.num_alternatives; a++) {
                 std::vector<uint32_t> def;
                 if (!rule_defaults(op, dev, a, &def)) continue;  // does not apply with its defaults
+                must.insert({a, def});
                 std::vector<std::vector<uint32_t>> cands = {def};
                 for (uint32_t t = 0; t < d.num_tunables; t++) {
                     if (!(d.alternative_tunables[a] & (1u << t))) continue;
@@ -495,23 +560,53 @@ inline Result run(const std::vector<Op *> &ops, const kl_choice_op *const *ops_l
             // Every alternative with every handle passed must include the rule's pick.
             for (kl_choice_policy p : opt.policies) {
                 const Pick rp = op.choose(nullptr, p, dev, all_kernels(d));
-                if (rp.alternative >= 0 &&
-                    std::find(trials.begin(), trials.end(), std::make_pair(static_cast<uint32_t>(rp.alternative), rp.tunables)) ==
-                        trials.end())
-                    trials.push_back({static_cast<uint32_t>(rp.alternative), rp.tunables});
+                if (rp.alternative < 0) continue;
+                const auto pick = std::make_pair(static_cast<uint32_t>(rp.alternative), rp.tunables);
+                must.insert(pick);
+                if (std::find(trials.begin(), trials.end(), pick) == trials.end()) trials.push_back(pick);
             }
             if (trials.empty()) {
                 std::printf("  %s %s: no alternative applies (skipped)\n", d.name, op.shape_name(si).c_str());
                 continue;
             }
             op.prepare(mem);
-            for (const auto &tr : trials) {
+            auto trial_of = [&](uint32_t a, const std::vector<uint32_t> &tun) {
                 Trial t;
                 t.op = d.name;
                 t.shape = op.shape_name(si);
                 t.keys = op.keys(si);
-                t.alternative = tr.first;
-                t.tunables = tr.second;
+                t.alternative = a;
+                t.tunables = tun;
+                return t;
+            };
+            // Screening: of an alternative's candidates, only the one a quick
+            // eager estimate puts first and the rule's own are timed in full.
+            std::vector<std::pair<uint32_t, std::vector<uint32_t>>> full;
+            size_t screened = 0;
+            for (uint32_t a = 0; a < d.num_alternatives; a++) {
+                std::vector<size_t> mine;
+                for (size_t i = 0; i < trials.size(); i++)
+                    if (trials[i].first == a) mine.push_back(i);
+                if (mine.size() <= 1 || opt.exhaustive) {
+                    for (size_t i : mine) full.push_back(trials[i]);
+                    continue;
+                }
+                double best_us = -1;
+                size_t best_i = mine[0];
+                for (size_t i : mine) {
+                    op.before(mem, a, trials[i].second, clock.stream());
+                    const double us = clock.screen_us(trial_of(a, trials[i].second), [&](int run, kl_stream s) {
+                        op.launch(a, trials[i].second, run, s);
+                    });
+                    screened++;
+                    res.screens.push_back(Measure{oi, si, KL_CHOICE_EAGER, a, trials[i].second, us});
+                    if (best_us < 0 || us < best_us) best_us = us, best_i = i;
+                }
+                for (size_t i : mine)
+                    if (i == best_i || must.count(trials[i])) full.push_back(trials[i]);
+            }
+            for (const auto &tr : full) {
+                const Trial t = trial_of(tr.first, tr.second);
                 op.before(mem, tr.first, tr.second, clock.stream());
                 for (kl_choice_policy p : opt.policies) {
                     const double us = clock.time_us(p, t, [&](int run, kl_stream s) { op.launch(tr.first, tr.second, run, s); });
@@ -519,6 +614,7 @@ inline Result run(const std::vector<Op *> &ops, const kl_choice_op *const *ops_l
                     res.measures.push_back(Measure{oi, si, p, tr.first, tr.second, us});
                 }
             }
+            std::fprintf(stderr, "tune:   %zu candidates screened, %zu timed in full\n", screened, full.size());
             mem.sync();
             mem.free_all();
             // The shape's line: each policy's best and the rule's pick.
@@ -541,52 +637,9 @@ inline Result run(const std::vector<Op *> &ops, const kl_choice_op *const *ops_l
         }
     }
 
-    // ---- the table: the best of each (shape, policy, alternative)
-    std::map<std::tuple<size_t, size_t, int, uint32_t>, const Measure *> best;
-    for (const Measure &m : res.measures) {
-        auto k = std::make_tuple(m.op, m.shape, static_cast<int>(m.policy), m.alternative);
-        auto it = best.find(k);
-        if (it == best.end() || m.us < it->second->us) best[k] = &m;
-    }
-    std::set<std::string> seen_keys;
-    for (const auto &kv : best) {
-        const Measure &m = *kv.second;
-        Op &op = *ops[m.op];
-        const kl_choice_op &d = op.desc();
-        kl_choice_row r;
-        std::memset(&r, 0, sizeof r);
-        r.device = 0;
-        r.op = d.name;
-        r.policy = m.policy;
-        const std::vector<uint32_t> k = op.keys(m.shape);
-        std::string key = std::string(d.name) + "/" + policy_name(m.policy) + "/" + d.alternatives[m.alternative];
-        for (uint32_t i = 0; i < d.num_keys; i++) r.keys[i] = k[i], key += "/" + std::to_string(k[i]);
-        if (!seen_keys.insert(key).second)
-            die(std::string(d.name) + ": two shapes of the grid have the same keys (" + op.shape_name(m.shape) +
-                "): a table holds one row per key");
-        r.alternative = d.alternatives[m.alternative];
-        r.time_ns = static_cast<uint64_t>(m.us * 1000.0 + 0.5);
-        if (r.time_ns == 0) r.time_ns = 1;
-        for (uint32_t t = 0; t < d.num_tunables; t++)
-            if (d.alternative_tunables[m.alternative] & (1u << t)) r.tunables[t] = m.tunables[t];
-        res.rows.push_back(r);
-    }
-    {
-        const kl_choice_table t = {&res.device, 1u, res.rows.data(), res.rows.size(), nullptr};
-        char *buf = nullptr;
-        size_t len = 0;
-        FILE *f = open_memstream(&buf, &len);
-        if (f == nullptr) die("open_memstream failed");
-        ok(kl_choice_table_write(f, &t, ops_list), "kl_choice_table_write");
-        std::fclose(f);
-        res.table_text.assign(buf, len);
-        std::free(buf);
-    }
+    make_table();
     if (!opt.out.empty()) {
-        FILE *f = std::fopen(opt.out.c_str(), "w");
-        if (f == nullptr) die("cannot write " + opt.out);
-        std::fwrite(res.table_text.data(), 1, res.table_text.size(), f);
-        if (std::fclose(f) != 0) die("writing " + opt.out + " failed");
+        write_table();
         ok(kl_choice_table_load_file(opt.out.c_str(), ops_list, &res.loaded), "reading back " + opt.out);
         std::printf("tune: wrote %s: %zu rows (read back: %zu rows)\n", opt.out.c_str(), res.rows.size(),
                     res.loaded.num_rows);

@@ -5,6 +5,8 @@
 //     grid and is launched through its launcher on the emulated backend
 //     (its checks, its argument packing, the kernel from its own source)
 //     without error, each candidate of its tunables once;
+//   - screening ran and the fastest screened candidate of each
+//     alternative was timed in full;
 //   - the table it writes (kl_choice_table_write) is read back by the
 //     strict loader (kl_choice_table_load_file) with every row;
 //   - at every shape and policy, the chooser given that table picks the
@@ -135,11 +137,14 @@ int main() {
     for (auto &o : owned) ops.push_back(o.get());
     tune::Result res = tune::run(ops, tune::all_operations(), dev, td, mem, clock, opt);
 
-    // Every alternative of every operation timed somewhere (so launched).
+    // Every candidate screened or timed was launched once (the fake clock's
+    // first time of it), and every alternative of every operation somewhere.
     size_t trials = 0;
     {
         std::map<std::pair<size_t, std::string>, int> distinct;
-        for (const tune::Measure &m : res.measures) {
+        std::vector<tune::Measure> all = res.measures;
+        all.insert(all.end(), res.screens.begin(), res.screens.end());
+        for (const tune::Measure &m : all) {
             std::string k = std::to_string(m.shape) + "/" + std::to_string(m.alternative);
             for (uint32_t v : m.tunables) k += "," + std::to_string(v);
             distinct[{m.op, k}]++;
@@ -156,6 +161,24 @@ int main() {
             for (const tune::Measure &m : res.measures) timed = timed || (m.op == oi && m.alternative == a);
             check(timed, std::string(d.name) + ": alternative " + d.alternatives[a] + " (" + ops[oi]->launcher(a) +
                              ") was not launched at any shape of the tiny grid");
+        }
+    }
+
+    // Screening ran, and of each alternative's screened candidates the
+    // fastest was timed in full.
+    check(!res.screens.empty(), "some candidates were screened");
+    {
+        std::map<std::tuple<size_t, size_t, uint32_t>, const tune::Measure *> fastest;
+        for (const tune::Measure &m : res.screens) {
+            auto k = std::make_tuple(m.op, m.shape, m.alternative);
+            if (!fastest.count(k) || m.us < fastest[k]->us) fastest[k] = &m;
+        }
+        for (const auto &kv : fastest) {
+            bool timed = false;
+            for (const tune::Measure &m : res.measures)
+                timed = timed || (m.op == kv.second->op && m.shape == kv.second->shape &&
+                                  m.alternative == kv.second->alternative && m.tunables == kv.second->tunables);
+            check(timed, std::string(ops[kv.second->op]->desc().name) + ": the screening's fastest candidate was not timed in full");
         }
     }
 

@@ -1,8 +1,8 @@
 // tune: times every alternative of the specs' operations on the present GPU
 // and writes a choice table for it (issue 45; tools/tune/tune.h says how).
 //
-//   tune [--out FILE] [--policies eager,graph] [--runs N] [--only OP[,OP...]] [--quick] [--emit-c]
-//        [--device-id ID]
+//   tune [--out FILE] [--policies eager,graph] [--runs N] [--only OP[,OP...]] [--quick] [--exhaustive]
+//        [--emit-c] [--device-id ID]
 //
 // On the GPU machine, from the repository root, after tools/gpu/stage.sh
 // (it stages this cc_binary, tagged gpu, as .gpu/tools/tune/tune):
@@ -11,9 +11,12 @@
 //
 // Timing: every launch on one stream of this program's own. eager: CUDA
 // events around each launch, queued back to back, the median of N (default
-// 20) after 3 warm-up launches; graph: N launches captured into one CUDA
-// graph, replayed once to warm up, then 5 replays between events: the
-// median replay / N. Runs rotate over input sets of at least 600 MB in all
+// 10) after 2 warm-up launches; graph: one launch outside the capture, N
+// launches captured into one CUDA graph, replayed once to warm up, then 3
+// replays between events: the median replay / N. Screening (unless
+// --exhaustive): of an alternative's tunable candidates, each is first
+// timed eager over 3 launches (after 1), and only the fastest of them and
+// the rule's own value are timed in full. Runs rotate over input sets of at least 600 MB in all
 // (at least 3 sets), so no run finds its inputs in L2. The device key
 // (kl_device) comes from the driver: compute capability, SM count, L2 size,
 // total memory, and the nominal bandwidth (memory clock x bus width).
@@ -45,14 +48,15 @@
 namespace {
 
 const char kUsage[] =
-    "usage: tune [--out FILE] [--policies eager,graph] [--runs N] [--only OP[,OP...]] [--quick] [--emit-c]\n"
-    "            [--device-id ID]\n"
+    "usage: tune [--out FILE] [--policies eager,graph] [--runs N] [--only OP[,OP...]] [--quick] [--exhaustive]\n"
+    "            [--emit-c] [--device-id ID]\n"
     "  --out FILE        write the choice table (klaunch-choices 1) to FILE\n"
     "  --policies LIST   eager, graph or both (default both)\n"
-    "  --runs N          launches a time is the median of (eager) or a graph holds (graph); default 20\n"
+    "  --runs N          launches a time is the median of (eager) or a graph holds (graph); default 10\n"
     "  --only OPS        only these operations (paged_decode_gqa_bf16, paged_decode_gqa_fp8,\n"
     "                    mla_decode_attn_bf16, mla_decode_attn_fp8, mla_absorbed_attention, grouped_gemm)\n"
     "  --quick           a few shapes an operation, fewer candidates: a smoke run\n"
+    "  --exhaustive      time every tunable candidate in full (default: screen them, time the best and the rule's)\n"
     "  --emit-c          also print the table as the body of kl_choice_builtin_table() (klaunch/choose.h)\n"
     "  --device-id ID    the table's device id (default: from the device's name)\n";
 
@@ -145,17 +149,24 @@ class GpuClock : public tune::Clock {
     kl_stream stream() override { return stream_; }
     const char *name() const override { return "CUDA events"; }
     double time_us(kl_choice_policy policy, const tune::Trial &, const tune::Launch &launch) override {
-        if (policy == KL_CHOICE_EAGER) return median_us([&](int run) { launch(run, stream_); }, runs_, 3, stream_);
+        if (policy == KL_CHOICE_EAGER) return median_us([&](int run) { launch(run, stream_); }, runs_, 2, stream_);
+        // One launch outside the capture first: whatever a launcher does
+        // once (its first launch's set-up) is not captured.
+        launch(0, stream_);
+        ok(kl_cuda_synchronize(&g_cuda), "a launch before capture");
         Graph graph = nullptr;
         GraphExec exec = nullptr;
         cu(g_x.begin_capture(stream_, 0 /* CU_STREAM_CAPTURE_MODE_GLOBAL */), "cuStreamBeginCapture");
         for (int i = 0; i < runs_; i++) launch(i, stream_);
         cu(g_x.end_capture(stream_, &graph), "cuStreamEndCapture");
         cu(g_x.instantiate(&exec, graph, 0), "cuGraphInstantiateWithFlags");
-        const double us = median_us([&](int) { cu(g_x.graph_launch(exec, stream_), "cuGraphLaunch"); }, 5, 1, stream_);
+        const double us = median_us([&](int) { cu(g_x.graph_launch(exec, stream_), "cuGraphLaunch"); }, 3, 1, stream_);
         g_x.exec_destroy(exec);
         g_x.graph_destroy(graph);
         return us / runs_;
+    }
+    double screen_us(const tune::Trial &, const tune::Launch &launch) override {
+        return median_us([&](int run) { launch(run, stream_); }, 3, 1, stream_);
     }
 
   private:
