@@ -178,6 +178,37 @@ TEST(MlaDecodeLaunch, AttentionRefusesWhatTheKernelCannotDo) {
     }
 }
 
+// A sched or workspace one short is a size error of that buffer (the spec's
+// `buffer:` key), its message naming the buffer, the size given and the size
+// needed, for every launcher that takes them.
+TEST(MlaDecodeLaunch, SchedOrWorkspaceOneShortIsASizeErrorNamingThatBuffer) {
+    Harness h("mistral_small_4");
+    ASSERT_EQ(KL_SUCCESS, h.status) << kl_last_error_message();
+    kl_kernel k;
+    ASSERT_EQ(KL_SUCCESS, kl_mla_decode_attn_bf16_mma_get(&k, &h.mod)) << kl_last_error_message();
+    Shape s;
+    s.D = 320;
+    const std::string words = std::to_string(s.words()), bytes = std::to_string(s.bytes());
+    EXPECT_EQ(KL_ERROR_PRECONDITION, bf16_mma(&k, s, s.words() - 1, s.bytes()));
+    EXPECT_NE(std::string::npos, std::string(kl_last_error_message())
+                                     .find("sched is too small: sched_words = " + std::to_string(s.words() - 1) +
+                                           ", " + words + " needed"))
+        << kl_last_error_message();
+    EXPECT_EQ(KL_ERROR_PRECONDITION, bf16_mma(&k, s, s.words(), s.bytes() - 1));
+    EXPECT_NE(std::string::npos, std::string(kl_last_error_message())
+                                     .find("workspace is too small: workspace_bytes = " +
+                                           std::to_string(s.bytes() - 1) + ", " + bytes + " needed"))
+        << kl_last_error_message();
+    kl_kernel c;
+    ASSERT_EQ(KL_SUCCESS, kl_mla_decode_combine_get(&c, &h.mod)) << kl_last_error_message();
+    EXPECT_EQ(KL_ERROR_PRECONDITION,
+              kl_mla_decode_combine(&c, fake<int32_t>(0x1000), fake<float>(0x2000), fake(0x3000), fake<float>(0x4000),
+                                    s.batch, s.s_q, s.h_q, s.D, s.parts, s.words(), s.bytes() - 1, nullptr));
+    EXPECT_NE(std::string::npos, std::string(kl_last_error_message()).find("workspace is too small"))
+        << kl_last_error_message();
+    EXPECT_EQ(0u, h.rb.count) << "a refused launch recorded something";
+}
+
 TEST(MlaDecodeLaunch, CombineGridAndProgrammaticLaunch) {
     Harness h("mistral_small_4");
     ASSERT_EQ(KL_SUCCESS, h.status) << kl_last_error_message();
