@@ -199,8 +199,9 @@ typedef struct kl_choice_table {
 /* The compiled-in table. EMPTY: the H100 SXM and H200 tables come from
  * tools/tune runs on those cards, which have not been made yet (no timing
  * here is invented). Until then every chooser without a table takes its
- * operation's rule. To compile one in, run the tuner on the card (README of
- * tools/tune) and put its rows here with `tune --emit-c`. */
+ * operation's rule. To compile one in, run the tuner on the card (`bash
+ * tools/tune/run.sh` on the GPU machine; docs/DESIGN.md, "Operations") and
+ * put the body it prints with --emit-c (in $OUT/tune/<part>.txt) here. */
 static inline const kl_choice_table *kl_choice_builtin_table(void) {
     static const kl_choice_device kl__devices[1] = {{"", 0u, 0u, 0u, 0u, 0u, 0u, ""}};
     static const kl_choice_row kl__rows[1] = {{0u, NULL, 0u, {0u}, NULL, 0u, {0u}, 0u}};

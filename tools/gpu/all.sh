@@ -47,5 +47,9 @@ skip bench_mla_decode || part bench_mla_decode 150 bash bench/mla_decode/run.sh
 # The copy-engine kernels under compute-sanitizer (memcheck, racecheck).
 skip sanitize || part sanitize 180 bash tools/gpu/sanitize.sh
 skip bench_launch || part bench_launch 60 bash bench/launch/run.sh
+# The tuner (issue 45): the targets' grids, its tables in $work/tune/. It
+# takes a device call of its own (about 9 minutes): KL_GPU_SKIP the parts
+# above, or run bash tools/tune/run.sh directly.
+skip tune || part tune 590 bash tools/tune/run.sh
 tar czf "$out/results.tgz" -C "$work" .
 echo "bundled $(du -sh "$out/results.tgz" | cut -f1) in results.tgz"

@@ -2,7 +2,7 @@
 # tools/gpu/stage.sh [BAZEL_BUILD_ARGS...] -- stage the GPU tests and benchmarks
 # for a machine that has a GPU but no Bazel, GoogleTest or Debian packages.
 #
-# Builds every cc_test and cc_binary under tests/ and bench/ tagged "gpu"
+# Builds every cc_test and cc_binary under tests/, bench/ and tools/tune/ tagged "gpu"
 # (GoogleTest and the project's libraries linked statically; libc and
 # libstdc++ stay shared, the GPU machine's are newer; libcuda is dlopen'ed at
 # run time) and copies into .gpu/:
@@ -26,13 +26,13 @@ stage=.gpu
 
 # Only directories that hold packages can be query patterns.
 patterns=()
-for dir in tests bench; do
+for dir in tests bench tools/tune; do
   if [ -n "$(find "$dir" \( -name BUILD -o -name BUILD.bazel \) -print -quit 2>/dev/null)" ]; then
     patterns+=("//$dir/...")
   fi
 done
 if [ ${#patterns[@]} -eq 0 ]; then
-  echo "stage: no packages under tests/ or bench/" >&2
+  echo "stage: no packages under tests/, bench/ or tools/tune/" >&2
   exit 1
 fi
 universe=$(printf ' + %s' "${patterns[@]}")

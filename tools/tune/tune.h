@@ -5,8 +5,12 @@
 // every alternative that applies there (the chooser's own test: a one-row
 // table naming it, which the chooser takes only when the alternative
 // applies with those tunables) and each value of a small candidate set of
-// its tunables, a Clock times the alternative's launch under each policy
-// (eager: launches one by one; graph: replays of a captured graph). The
+// its tunables (candidate_values), a Clock times the alternative's launch
+// under each policy (eager: launches one by one; graph: replays of a
+// captured graph). Where an alternative has several candidates they are
+// screened first (Clock::screen_us, a quick eager estimate) and only the
+// fastest and the rule's own value are timed in full (Options::exhaustive:
+// all of them); "best" below is the best of what was timed in full. The
 // best time per (shape, policy, alternative) becomes a row of a choice
 // table (klaunch/choose.h's format, for the present device), which is
 // written, read back with the strict loader, and then the regret of the
@@ -251,7 +255,7 @@ inline bool rule_defaults(Op &op, const kl_device &dev, uint32_t alt, std::vecto
 struct Options {
     std::string out;                       // --out FILE (the table)
     std::vector<kl_choice_policy> policies = {KL_CHOICE_EAGER, KL_CHOICE_GRAPH};
-    int runs = 10;                         // --runs N
+    int runs = 8;                          // --runs N
     std::vector<std::string> only;         // --only OP[,OP...]
     bool quick = false;                    // --quick
     bool emit_c = false;                   // --emit-c

@@ -11,7 +11,7 @@
 //
 // Timing: every launch on one stream of this program's own. eager: CUDA
 // events around each launch, queued back to back, the median of N (default
-// 10) after 2 warm-up launches; graph: one launch outside the capture, N
+// 8) after 2 warm-up launches; graph: one launch outside the capture, N
 // launches captured into one CUDA graph, replayed once to warm up, then 3
 // replays between events: the median replay / N. Screening (unless
 // --exhaustive): of an alternative's tunable candidates, each is first
@@ -52,7 +52,7 @@ const char kUsage[] =
     "            [--emit-c] [--device-id ID]\n"
     "  --out FILE        write the choice table (klaunch-choices 1) to FILE\n"
     "  --policies LIST   eager, graph or both (default both)\n"
-    "  --runs N          launches a time is the median of (eager) or a graph holds (graph); default 10\n"
+    "  --runs N          launches a time is the median of (eager) or a graph holds (graph); default 8\n"
     "  --only OPS        only these operations (paged_decode_gqa_bf16, paged_decode_gqa_fp8,\n"
     "                    mla_decode_attn_bf16, mla_decode_attn_fp8, mla_absorbed_attention, grouped_gemm)\n"
     "  --quick           a few shapes an operation, fewer candidates: a smoke run\n"
