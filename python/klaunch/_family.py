@@ -422,13 +422,13 @@ class Family:
         max_threads = _setting(function, "max_threads", max_threads, "uint32_t", 0, 2 ** 32 - 1)
         max_dynamic_shared = _setting(function, "max_dynamic_shared", max_dynamic_shared, "uint32_t", 0, 2 ** 32 - 1)
         status = 0 if launch_status is None else _status_setting(function, launch_status)
+        missing = _text_setting(function, "missing_entry", missing_entry, _MISSING_ENTRY_BYTES)
+        arch = _text_setting(function, "device_arch", device_arch, _DEVICE_ARCH_BYTES)
         backend = ctypes.c_void_p()
         st = self.lib.kl__py_record_open(capacity, ctypes.byref(backend))
         if st:
             raise self.error(st)
-        self.lib.kl__py_record_configure(backend, max_threads, max_dynamic_shared,
-                                         missing_entry.encode() if missing_entry else None, status,
-                                         device_arch.encode() if device_arch else None)
+        self.lib.kl__py_record_configure(backend, max_threads, max_dynamic_shared, missing, status, arch)
         handle = ctypes.c_void_p()
         if image is not None:
             data = image.encode() if isinstance(image, str) else bytes(image)
@@ -748,6 +748,32 @@ def _setting(function, name, value, c_type, lo, hi):
         raise E.fail(E.BY_NAME["KL_ERROR_OVERFLOW"], function, "%s = %d does not fit %s (%d..%d)"
                      % (name, value, c_type, lo, hi))
     return value
+
+
+# The recording backend's text settings are copied into buffers of these
+# sizes, NUL included (klaunch/python_abi.h kl__py_backend: missing_entry[128],
+# device_arch[32]; the runtime's arch messages hold 31 characters too).
+_MISSING_ENTRY_BYTES = 128
+_DEVICE_ARCH_BYTES = 32
+
+
+def _text_setting(function, name, value, size):
+    """A text setting of load_record() as the library's bytes (None or "":
+    the default), refused (naming it) unless a str whose UTF-8 fits the
+    library's buffer without a NUL: the C side would cut it short silently
+    (strncat), and a non-str would fail inside with AttributeError."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise E.fail(E.ArgumentTypeError, function, "%s must be a str or None, got %s" % (name, type(value).__name__))
+    data = value.encode("utf-8", "surrogatepass")
+    if b"\0" in data:
+        raise E.fail(E.BY_NAME["KL_ERROR_INVALID_ARGUMENT"], function, "%s %r holds a NUL character, which would end "
+                     "it there" % (name, value))
+    if len(data) > size - 1:
+        raise E.fail(E.BY_NAME["KL_ERROR_INVALID_ARGUMENT"], function, "%s is %d bytes long (UTF-8); the recording "
+                     "backend holds at most %d" % (name, len(data), size - 1))
+    return data or None
 
 
 def _status_setting(function, status):

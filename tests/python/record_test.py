@@ -640,6 +640,37 @@ class Settings(unittest.TestCase):
         with self.assertRaises(last):
             launch(pd.load_record("gqa8_d128", launch_status=count - 1))
 
+    def test_load_record_text_settings_too_long_or_not_str_are_refused_naming_the_setting(self):
+        # missing_entry and device_arch are copied into the library's buffers
+        # (128 and 32 bytes, NUL included): before, a longer one was cut short
+        # silently and a non-str raised AttributeError from .encode().
+        for setting, size in (("missing_entry", 128), ("device_arch", 32)):
+            with self.subTest(setting=setting):
+                with self.assertRaises(klaunch.InvalidArgumentError) as e:
+                    pd.load_record("gqa8_d128", **{setting: "x" * size})
+                self.assertIn("load_record: %s is %d bytes long (UTF-8); the recording backend holds at most %d"
+                              % (setting, size, size - 1), str(e.exception))
+                with self.assertRaises(klaunch.InvalidArgumentError) as e:  # 2 bytes a character
+                    pd.load_record("gqa8_d128", **{setting: "\u00e9" * (size // 2)})
+                self.assertIn("%s is %d bytes long" % (setting, size), str(e.exception))
+                with self.assertRaises(klaunch.InvalidArgumentError) as e:
+                    pd.load_record("gqa8_d128", **{setting: "sm_9\0"})
+                self.assertIn("%s 'sm_9\\x00' holds a NUL character" % setting, str(e.exception))
+                for bad in (b"sm_90", 90, ["sm_90"]):
+                    with self.assertRaises(klaunch.ArgumentTypeError) as e:
+                        pd.load_record("gqa8_d128", **{setting: bad})
+                    self.assertIn("load_record: %s must be a str or None, got %s" % (setting, type(bad).__name__),
+                                  str(e.exception))
+                    self.assertNotIsInstance(e.exception, AttributeError)
+                pd.load_record("gqa8_d128", **{setting: "x" * (size - 1)})  # the longest that fits
+                pd.load_record("gqa8_d128", **{setting: ""})  # the default, as None
+        # The longest device_arch reaches the messages whole.
+        arch = "sm_" + "9" * 28
+        mod = mla.load_record("deepseek_v4_flash", device_arch=arch)
+        self.assertIn("device %s " % arch, str(mod.kernel_status("mla_absorbed_attention_wgmma")))
+        mod = pd.load_record("gqa8_d128", missing_entry="paged_decode_attn_fp8")
+        self.assertIsInstance(mod.kernel_status("paged_decode_attn_fp8"), klaunch.KernelNotFoundError)
+
     def test_load_record_integer_settings_outside_their_c_type_are_refused_naming_setting_value_and_range(self):
         size_max = 2 ** (8 * struct.calcsize("N")) - 1
         cases = [("capacity", 2**64, "size_t (0..%d)" % size_max), ("capacity", -1, "size_t (0..%d)" % size_max),
