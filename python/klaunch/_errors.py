@@ -156,10 +156,16 @@ def error(code, message):
 
 
 def error_class(status):
-    """The class of a status, by name ("KL_ERROR_PRECONDITION") or code."""
-    cls = BY_NAME.get(status) if isinstance(status, str) else BY_CODE.get(status)
+    """The class of a status, by name ("KL_ERROR_PRECONDITION") or code; a
+    value that is neither is refused as InvalidArgumentError naming it."""
+    if isinstance(status, str):
+        cls = BY_NAME.get(status)
+    else:  # a code is an int: not a bool, nor a float equal to one
+        cls = BY_CODE.get(status) if isinstance(status, int) and not isinstance(status, bool) else None
     if cls is None:
-        raise KeyError("no klaunch status %r (the statuses are KL_STATUS_LIST in %s)" % (status, HEADER_PATH))
+        raise fail(BY_NAME["KL_ERROR_INVALID_ARGUMENT"], "klaunch.error_class", "%r is no klaunch status name or code "
+                   "(the statuses are KL_STATUS_LIST in %s: KL_ERROR_* names, codes 1..%d)" % (
+                       status, HEADER_PATH, len(STATUSES) - 1))
     return cls
 
 

@@ -46,8 +46,20 @@ class Statuses(unittest.TestCase):
             self.assertTrue(issubclass(cls, klaunch.Error))
         self.assertEqual(klaunch.PreconditionError.status, "KL_ERROR_PRECONDITION")
         self.assertEqual(klaunch.FileIoError.status, "KL_ERROR_FILE_IO")
-        with self.assertRaises(KeyError):
-            klaunch.error_class("KL_ERROR_NO_SUCH_THING")
+
+    def test_error_class_of_an_unknown_status_is_a_klaunch_error_naming_the_value(self):
+        # Not KeyError (which it was): every other refusal of the package is a
+        # klaunch.Error, so one `except klaunch.Error` catches them all.
+        count = len(_errors.STATUSES)
+        for bad in ("KL_ERROR_NO_SUCH_THING", "KL_SUCCESS", 0, count, -1, 2**64, None, 1.0, True, [1]):
+            with self.subTest(value=bad):
+                with self.assertRaises(klaunch.InvalidArgumentError) as e:
+                    klaunch.error_class(bad)
+                self.assertNotIsInstance(e.exception, KeyError)
+                self.assertIn("KL_ERROR_INVALID_ARGUMENT: klaunch.error_class: %r is no klaunch status name or code"
+                              % (bad,), str(e.exception))
+                self.assertIn("codes 1..%d" % (count - 1), str(e.exception))
+        self.assertIs(klaunch.error_class(count - 1), _errors.BY_CODE[count - 1])
 
     def test_the_libraries_have_the_same_statuses(self):
         for family in S.FAMILIES:
