@@ -124,6 +124,7 @@
 
 #define KL_BENCH_PROGRAM "decode_bench"
 #include "bench/common/bench_driver.h"
+#include "bench/common/inputs.h"
 
 namespace {
 
@@ -168,24 +169,7 @@ void fill_random(const Buf &dst, bool fp8, uint32_t seed) {
     static std::map<bool, Buf> pattern;
     const size_t chunk = 32u << 20;
     if (pattern.find(fp8) == pattern.end()) {
-        std::mt19937 gen(fp8 ? 7u : 3u);
-        std::vector<unsigned char> host(chunk);
-        if (fp8) {
-            for (auto &b : host) {
-                const uint32_t r = gen();
-                b = static_cast<unsigned char>(((r & 1u) << 7) | ((4u + (r >> 1) % 5u) << 3) | ((r >> 8) & 7u));
-            }
-        } else {
-            std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-            for (size_t i = 0; i < chunk; i += 2) {
-                const float f = u(gen);
-                uint32_t bits;
-                std::memcpy(&bits, &f, 4);
-                bits += 0x7fffu + ((bits >> 16) & 1u);  // round to nearest even
-                host[i] = static_cast<unsigned char>(bits >> 16);
-                host[i + 1] = static_cast<unsigned char>(bits >> 24);
-            }
-        }
+        const std::vector<unsigned char> host = fp8 ? kl_inputs::fp8_pattern(chunk, 7) : kl_inputs::bf16_pattern(chunk, 3);
         Buf b(chunk);
         ok(kl_cuda_memcpy_htod(&g_cuda, b.p, host.data(), chunk), "upload of a pattern");
         pattern.emplace(fp8, std::move(b));

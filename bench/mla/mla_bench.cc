@@ -86,6 +86,7 @@
 
 #define KL_BENCH_PROGRAM "mla_bench"
 #include "bench/common/bench_driver.h"
+#include "bench/common/inputs.h"
 
 namespace {
 
@@ -107,16 +108,7 @@ void fill_random(const Buf &dst, uint32_t seed) {
     static Buf pattern;
     const size_t chunk = 32u << 20;
     if (pattern.p == nullptr) {
-        std::mt19937 gen(5);
-        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-        std::vector<uint16_t> host(chunk / 2);
-        for (uint16_t &h : host) {
-            const float f = u(gen);
-            uint32_t bits;
-            std::memcpy(&bits, &f, 4);
-            bits += 0x7fffu + ((bits >> 16) & 1u);
-            h = static_cast<uint16_t>(bits >> 16);
-        }
+        const std::vector<unsigned char> host = kl_inputs::bf16_pattern(chunk, 5);
         pattern = Buf(chunk);
         ok(kl_cuda_memcpy_htod(&g_cuda, pattern.p, host.data(), chunk), "upload of the pattern");
     }
@@ -130,11 +122,7 @@ void fill_random(const Buf &dst, uint32_t seed) {
 }
 
 // How many sets of `bytes` each make a rotation past L2: >= 2, >= 600 MB.
-size_t rotation(size_t bytes) {
-    size_t n = 2;
-    while (n * bytes < 600ull * 1000 * 1000) n++;
-    return n;
-}
+size_t rotation(size_t bytes) { return kl_inputs::rotation(bytes, 2); }
 
 // ---- timing ------------------------------------------------------------------------
 

@@ -98,6 +98,7 @@
 
 #define KL_BENCH_PROGRAM "mla_decode_bench"
 #include "bench/common/bench_driver.h"
+#include "bench/common/inputs.h"
 
 namespace {
 
@@ -223,19 +224,9 @@ void init_decode_driver() {
 
 // ---- host data ---------------------------------------------------------------------
 
-uint16_t to_bf16(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even (no NaN here)
-    return static_cast<uint16_t>(u >> 16);
-}
-
-float from_bf16(uint16_t h) {
-    const uint32_t u = uint32_t{h} << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
+// bf16 conversions, the fp8 cache token and the rotation count: bench/common/inputs.h.
+using kl_inputs::from_bf16;
+using kl_inputs::to_bf16;
 
 // OCP E4M3 (bias 7, no infinities; S.1111.111 is NaN, never generated here).
 float e4m3(uint8_t c) {
@@ -244,31 +235,8 @@ float e4m3(uint8_t c) {
     return s ? -v : v;
 }
 
-// One fp8 cache token of kv_lora latent values (layout: klaunch/mla_decode_layout.h).
-void fp8_token(uint8_t *t, uint32_t kv_lora, std::mt19937 &gen) {
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f), sc(0.25f, 1.0f);
-    const uint32_t tb = kl_mla_decode_fp8_token_bytes(kv_lora), rope = kl_mla_decode_fp8_rope_offset(kv_lora);
-    std::memset(t, 0, tb);
-    for (uint32_t c = 0; c < kv_lora; c++) {
-        const uint32_t r = gen();  // magnitude 2^-3 .. 2^1: exponent field 4 .. 8
-        t[c] = static_cast<uint8_t>(((r & 1u) << 7) | ((4u + (r >> 1) % 5u) << 3) | ((r >> 8) & 7u));
-    }
-    for (uint32_t k = 0; k < kv_lora / 128u; k++) {
-        const float s = sc(gen);
-        std::memcpy(t + kl_mla_decode_fp8_scales_offset(kv_lora) + 4u * k, &s, 4);
-    }
-    for (uint32_t d = 0; d < 64u; d++) {
-        const uint16_t h = to_bf16(u(gen));
-        std::memcpy(t + rope + 2u * d, &h, 2);
-    }
-}
-
 // How many input sets of `bytes` each make a rotation past L2: >= 2, >= 600 MB.
-size_t rotation(size_t bytes) {
-    size_t n = 2;
-    while (n * bytes < 600ull * 1000 * 1000) n++;
-    return n;
-}
+size_t rotation(size_t bytes) { return kl_inputs::rotation(bytes, 2); }
 
 // ---- device fills ------------------------------------------------------------------
 
@@ -291,10 +259,7 @@ void fill_from(const Buf &pattern, const Buf &dst, size_t unit, uint32_t seed) {
 void fill_bf16(const Buf &dst, uint32_t seed) {
     static Buf pattern;
     if (pattern.p == nullptr) {
-        std::mt19937 gen(5);
-        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-        std::vector<uint16_t> host(kPatternBytes / 2);
-        for (uint16_t &h : host) h = to_bf16(u(gen));
+        const std::vector<unsigned char> host = kl_inputs::bf16_pattern(kPatternBytes, 5);
         pattern = Buf(kPatternBytes);
         ok(kl_cuda_memcpy_htod(&g_cuda, pattern.p, host.data(), kPatternBytes), "upload of the bf16 pattern");
     }
@@ -307,10 +272,7 @@ void fill_fp8(const Buf &dst, uint32_t kv_lora, uint32_t seed) {
     Buf &pat = pattern[kv_lora == 512 ? 1 : 0];
     const uint32_t tb = kl_mla_decode_fp8_token_bytes(kv_lora);
     if (pat.p == nullptr) {
-        const size_t tokens = kPatternBytes / tb;
-        std::mt19937 gen(7 + kv_lora);
-        std::vector<uint8_t> host(tokens * tb);
-        for (size_t i = 0; i < tokens; i++) fp8_token(host.data() + i * tb, kv_lora, gen);
+        const std::vector<unsigned char> host = kl_inputs::mla_fp8_pattern(kPatternBytes, kv_lora, 7 + kv_lora);
         pat = Buf(host.size());
         ok(kl_cuda_memcpy_htod(&g_cuda, pat.p, host.data(), host.size()), "upload of the fp8 pattern");
     }
@@ -645,7 +607,7 @@ void guard_inputs(Inputs &in, Inputs *deq, const Variant &v, bool fp8, const Sha
     std::vector<uint16_t> d(positions * in.D);
     for (size_t p = 0; p < positions; p++) {
         uint8_t *t = c.data() + p * in.tb;
-        fp8_token(t, dv, gen);
+        kl_inputs::mla_fp8_token(t, dv, gen);
         for (uint32_t k = 0; k < dv; k++) {
             float s;
             std::memcpy(&s, t + kl_mla_decode_fp8_scales_offset(dv) + 4u * (k / 128u), 4);
