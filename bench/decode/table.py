@@ -1,21 +1,71 @@
 #!/usr/bin/env python3
-"""Prints decode_bench's (and torch_sdpa.py's) numbers as one Markdown table:
-each measure, its target and the ratio measure / target (>= 1 meets it;
-for "flat" the ratio is target / measure).
+"""Prints decode_bench's (and torch_sdpa.py's, flashinfer_decode.py's)
+numbers as one Markdown table: each measure, its target and the ratio
+measure / target (>= 1 meets it; for "flat" the ratio is target / measure).
 
     python3 bench/decode/table.py decode_bench.json [--torch torch_sdpa.json]
+        [--flashinfer flashinfer_decode.json]
+
+The FlashInfer rows (issue 45): at each shape both ran, klaunch's tokens/s
+over FlashInfer's (FlashInfer's time / klaunch's: the best of its variants,
+eager or CUDA graph replay) for the launcher kl_paged_decode_gqa_pick takes
+(the `_tma` persistent rows at the rule's grid; the `_mma` persistent or the
+dispatch rows where a run has no `_tma` ones), target >= 1.0 at 32 x 4096
+bf16; and over the fixed-cost sweep's grid (32 x 256..4096, 1 x
+2048..32768, the `_tma` persistent launcher at the rule's grid), one row a
+batch and cache type.
 """
 import argparse
 import json
+import re
+
+# flashinfer_decode.py's shape -> decode_bench's keys for the same problem,
+# kl_paged_decode_gqa_pick's launcher first.
+FI_MAIN = (
+    ("32x4096_bf16", "bf16 32 x 4096", ("gqa_bf16_mma_tma", "gqa_bf16_mma", "gqa_bf16"), 1.0),
+    ("32x4096_fp8", "fp8 32 x 4096", ("gqa_fp8_mma_tma", "gqa_fp8_mma", "gqa_fp8"), None),
+    ("1x32768_bf16", "bf16 1 x 32768", ("long_seq_mma_tma", "long_seq_mma", "long_seq"), None),
+    ("1x32768_fp8", "fp8 1 x 32768", ("long_seq_fp8_mma_tma", "long_seq_fp8_mma", "long_seq_fp8"), None),
+)
+
+
+def klaunch_us(b, keys):
+    """(time, label) of the first of keys' rows the run has: the `_tma` or
+    `_mma` persistent launcher at the rule's grid, else the dispatch."""
+    for k in keys:
+        if k + "_persist_rule_us" in b:
+            return b[k + "_persist_rule_us"], ("tma persistent" if k.endswith("_tma") else "persistent _mma")
+        if k + "_dispatch_us" in b:
+            return b[k + "_dispatch_us"], "dispatch"
+    return None, None
+
+
+def fixed_grid(b, seqs, kv):
+    """{length: us} of the fixed-cost sweep's `_tma` persistent rows at the
+    rule's grid (keys fixed_<seqs>_<kv>_ctas<N>_len<L>_us; the sweep also
+    times one block an SM: the rule's N is the other where there are two)."""
+    pat = re.compile(r"^fixed_%d_%s_ctas(\d+)_len(\d+)_us$" % (seqs, kv))
+    by_ctas = {}
+    for k, v in b.items():
+        m = pat.match(k)
+        if m:
+            by_ctas.setdefault(int(m.group(1)), {})[int(m.group(2))] = v
+    if not by_ctas:
+        return None, {}
+    ctas = sorted(by_ctas)
+    rule = [n for n in ctas if n != b.get("sm_count")] or ctas
+    return rule[0], by_ctas[rule[0]]
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("bench")
     ap.add_argument("--torch")
+    ap.add_argument("--flashinfer")
     args = ap.parse_args()
     b = json.load(open(args.bench))
     t = json.load(open(args.torch)) if args.torch else None
+    fi = json.load(open(args.flashinfer)) if args.flashinfer else None
 
     rows = []  # (measure, value, target text, ratio or None)
 
@@ -169,6 +219,8 @@ def main():
                 row("%s seed grid bf16 over torch SDPA" % kind, kl / t["best_kv_gbps"], "{:.3f}")
         else:
             rows.append(("torch SDPA", "n/a", "", t.get("error", "failed")))
+    if fi is not None:
+        flashinfer_rows(b, fi, row, rows)
 
     head = ("measure", "value", "target", "ratio to target")
     width = [max(len(str(r[i])) for r in rows + [head]) for i in range(4)]
@@ -179,6 +231,50 @@ def main():
     print("|" + "|".join("-" * (w + 2) for w in width) + "|")
     for r in rows:
         print(line(r))
+
+
+def flashinfer_rows(b, fi, row, rows):
+    if not fi.get("ok"):
+        rows.append(("FlashInfer decode", "n/a", "", fi.get("error", "failed")[:160]))
+        return
+    shapes = fi.get("shapes", {})
+    tables = b.get("block_tables", "shuffled")
+    note = "" if tables == "shuffled" else " (klaunch's tables %s, FlashInfer's shuffled)" % tables
+    for name, label, keys, target in FI_MAIN:
+        r = shapes.get(name)
+        if r is None:
+            continue
+        if "best_us" not in r:
+            errs = [v.get("error", "") for v in r.get("variants", {}).values()]
+            rows.append(("FlashInfer decode %s" % label, "n/a", "", (r.get("error") or "; ".join(errs))[:160]))
+            continue
+        row("FlashInfer decode %s (%s, %s): K+V GB/s" % (label, r["best"], best_timing(r)), r["best_kv_gbps"],
+            "{:.0f}")
+        kl, what = klaunch_us(b, keys)
+        if kl is None:
+            continue
+        row("klaunch %s over FlashInfer, %s%s: tokens/s" % (what, label, note), r["best_us"] / kl, "{:.3f}", target)
+        if "cuda_cores" in r.get("variants", {}) and "best_us" in r["variants"]["cuda_cores"] and r["best"] != "cuda_cores":
+            row("klaunch %s over FlashInfer's default (cuda_cores), %s: tokens/s" % (what, label),
+                r["variants"]["cuda_cores"]["best_us"] / kl, "{:.3f}")
+    if "fp8_over_bf16_tokens_per_s" in fi:
+        row("FlashInfer decode fp8 32 x 4096: tokens/s over its bf16", fi["fp8_over_bf16_tokens_per_s"], "{:.3f}")
+    for seqs in (32, 1):
+        for kv in ("bf16", "fp8"):
+            ctas, kl = fixed_grid(b, seqs, kv)
+            cells = []
+            for length in sorted(kl):
+                r = shapes.get("%dx%d_%s" % (seqs, length, kv), {})
+                if "best_us" in r:
+                    cells.append("%d: %.3f" % (length, r["best_us"] / kl[length]))
+            if cells:
+                rows.append(("klaunch tma persistent (%d blocks) over FlashInfer, %s %d x L%s: tokens/s by L"
+                             % (ctas, kv, seqs, note), ", ".join(cells), "(report)", ""))
+
+
+def best_timing(r):
+    v = r["variants"][r["best"]]
+    return "graph replay" if v.get("us_graph") == v["best_us"] and "us_graph" in v else "eager"
 
 
 if __name__ == "__main__":

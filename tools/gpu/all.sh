@@ -41,7 +41,9 @@ head -n 12 "$work/nvidia-smi.txt" >>"$summary"
 skip() { case " ${KL_GPU_SKIP:-} " in *" $1 "*) echo "[$1: skipped]" | tee -a "$summary"; return 0 ;; esac; return 1; }
 skip tests || part tests 250 env KL_GPU_KIND=test KL_GPU_TIMEOUT=150 bash .gpu/run.sh
 # Seconds each benchmark may take.
-skip bench_decode || part bench_decode 90 bash bench/decode/run.sh
+# bench_decode: decode_bench, torch SDPA, then FlashInfer's decode wrapper at
+# 20 shapes (bench/decode/flashinfer_decode.py, from .fi/: carry it too).
+skip bench_decode || part bench_decode 150 bash bench/decode/run.sh
 skip bench_mla || part bench_mla 120 bash bench/mla/run.sh
 skip bench_mla_decode || part bench_mla_decode 150 bash bench/mla_decode/run.sh
 # The copy-engine kernels under compute-sanitizer (memcheck, racecheck).
