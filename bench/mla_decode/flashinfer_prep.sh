@@ -5,7 +5,9 @@
 #   bash bench/mla_decode/flashinfer_prep.sh
 #
 # Prepares FlashInfer's BatchMLAPagedAttentionWrapper for
-# bench/mla_decode/flashinfer_mla.py on the GPU machine, which has Python
+# bench/mla_decode/flashinfer_mla.py and its BatchDecodeWithPagedKVCacheWrapper
+# for bench/decode/flashinfer_decode.py (one trimmed wheel serves both:
+# bench/decode/flashinfer_prep.sh runs this script) on the GPU machine, which has Python
 # 3.12, torch 2.11+cu130 and nvcc 13.0 but no network: everything it needs
 # travels in .fi/ (ignored through .git/info/exclude; name it in the device
 # run's carry, beside .gpu). flashinfer-python's wheel is ~100 MB (716 MB
@@ -19,19 +21,25 @@
 #      flashinfer's JIT code needs torch; no GPU is used), flashinfer and
 #      tvm-ffi without their other dependencies, and the few small packages
 #      `import flashinfer` needs (the GPU machine has them all);
-#   3. compiles the wrapper's FA3 (sm_90a) and FA2 modules for bf16, D 512 +
-#      64, with /usr/local/cuda's nvcc for sm_90a (FLASHINFER_CUDA_ARCH_LIST
-#      =9.0a, FlashInfer's workspace in $KL_FI_CACHE/ws);
+#   3. compiles the MLA wrapper's FA3 (sm_90a) and FA2 modules for bf16, D
+#      512 + 64, and the decode wrapper's default (CUDA-core) module for
+#      bf16 q and out, head dim 128, over each $FI_DECODE cache type (bf16,
+#      e4m3), with $FI_DECODE_TC=1 its tensor-core (FA2 paged prefill)
+#      modules too, with /usr/local/cuda's nvcc for sm_90a
+#      (FLASHINFER_CUDA_ARCH_LIST=9.0a, FlashInfer's workspace in
+#      $KL_FI_CACHE/ws);
 #   4. writes .fi/flashinfer_python-$FI_VERSION-py3-none-any.whl, a trimmed
-#      wheel (flashinfer_trim.py trim: the modules the MLA path can import,
-#      the MLA JIT sources, the headers of a JIT fallback, and the two
+#      wheel (flashinfer_trim.py trim: the modules the MLA and decode paths
+#      can import, their JIT sources, the headers of a JIT fallback, and the
 #      prebuilt modules as data/aot/<name>/<name>.so, where FlashInfer looks
 #      first), copies the cp312 apache-tvm-ffi wheel beside it, and
 #      .fi/trim.json (what was kept);
-#   5. checks here that the trimmed wheel imports and finds and loads both
-#      prebuilt modules (flashinfer_trim.py verify), and prints .fi's size.
+#   5. checks here that the trimmed wheel imports and finds and loads every
+#      prebuilt module (flashinfer_trim.py verify), and prints .fi's size.
 # Environment: KL_FI_CACHE, FI_VERSION, TVM_FFI_VERSION, TORCH_VERSION,
-# FI_BACKENDS (default fa3,fa2), KL_FI_NO_JIT_SOURCES=1 (leave the fallback
+# FI_BACKENDS (default fa3,fa2), FI_DECODE (default bf16,e4m3; '' for none),
+# FI_DECODE_TC (default 1; 0 leaves the tensor-core decode modules out),
+# KL_FI_NO_JIT_SOURCES=1 (leave the fallback
 # headers out: ~6 MB less), MAX_JOBS (ninja's jobs, default 2).
 # Exits non-zero when a step fails; rerunning reuses the downloads, the
 # venv and the builds.
@@ -44,6 +52,10 @@ FI_VERSION=${FI_VERSION:-0.7.4}
 TVM_FFI_VERSION=${TVM_FFI_VERSION:-0.1.15.post2}
 TORCH_VERSION=${TORCH_VERSION:-2.11.0}
 FI_BACKENDS=${FI_BACKENDS:-fa3,fa2}
+FI_DECODE=${FI_DECODE-bf16,e4m3}
+FI_DECODE_TC=${FI_DECODE_TC:-1}
+decode=(--decode "$FI_DECODE")
+[ "$FI_DECODE_TC" = 1 ] && decode+=(--decode-tc)
 cache=${KL_FI_CACHE:-$HOME/.cache/klaunch/flashinfer}
 out=.fi
 py=${PYTHON:-python3}
@@ -86,11 +98,11 @@ else
   say "2. the build venv is there ($venv)"
 fi
 
-say "3. compiling the MLA modules ($FI_BACKENDS) for sm_90a with $(/usr/local/cuda/bin/nvcc --version | tail -1)"
+say "3. compiling the MLA modules ($FI_BACKENDS) and the decode modules (${FI_DECODE:-none}, tensor cores: $FI_DECODE_TC) for sm_90a with $(/usr/local/cuda/bin/nvcc --version | tail -1)"
 export PATH=$venv/bin:$PATH CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} FLASHINFER_CUDA_ARCH_LIST=9.0a
 export FLASHINFER_WORKSPACE_BASE=$cache/ws MAX_JOBS=${MAX_JOBS:-2} FLASHINFER_LOGGING_LEVEL=warning
 rm -f "$cache"/so/*.so
-"$venv/bin/python" "$here/flashinfer_trim.py" build --out-dir "$cache/so" --backends "$FI_BACKENDS"
+"$venv/bin/python" "$here/flashinfer_trim.py" build --out-dir "$cache/so" --backends "$FI_BACKENDS" "${decode[@]}"
 "$venv/bin/python" "$here/flashinfer_trim.py" modules --out "$cache/modules.txt"
 
 say "4. trimming the wheel into $out/"
@@ -102,9 +114,10 @@ jit=()
 cp "$tvm312" "$out/"
 
 say "5. checking the trimmed wheel here (import, prebuilt modules found and loaded)"
-"$venv/bin/python" "$here/flashinfer_trim.py" verify --wheels "$out" --backends "$FI_BACKENDS" --extra-wheel "$tvm_local"
+"$venv/bin/python" "$here/flashinfer_trim.py" verify --wheels "$out" --backends "$FI_BACKENDS" "${decode[@]}" \
+  --extra-wheel "$tvm_local"
 
 total=$(du -cb "$out"/* | tail -1 | cut -f1)
 ls -l "$out" >&2
 say "$out/ holds $total bytes ($((total / 1048576)) MiB) to carry (with .gpu/, under the 64 MiB a device call takes)"
-say "on the GPU machine: bash $here/run.sh (it installs $out/*.whl into a temporary folder)"
+say "on the GPU machine: bash $here/run.sh, bash bench/decode/run.sh (each installs $out/*.whl into a temporary folder)"

@@ -1,28 +1,46 @@
 #!/usr/bin/env python3
 """The steps of bench/mla_decode/flashinfer_prep.sh (run by it, on the
-development machine): FlashInfer's MLA decode wrapper made small enough to
-carry to the GPU machine, its kernels compiled here.
+development machine): FlashInfer's MLA decode wrapper and its paged GQA
+decode wrapper made small enough to carry to the GPU machine, their kernels
+compiled here. One trimmed wheel serves bench/mla_decode/flashinfer_mla.py
+and bench/decode/flashinfer_decode.py (both run in the same device call).
 
-    python flashinfer_trim.py build   --out-dir DIR [--backends fa3,fa2]   (in the build venv)
+    python flashinfer_trim.py build   --out-dir DIR [--backends fa3,fa2] [--decode bf16,e4m3] [--decode-tc]
+                                                                          (in the build venv)
     python flashinfer_trim.py modules --out FILE                          (in the build venv)
     python        flashinfer_trim.py trim    --wheel WHL --modules FILE --aot DIR --out WHL [--no-jit-sources]
-    python flashinfer_trim.py verify  --wheels DIR [--backends fa3,fa2]   (in the build venv)
+    python flashinfer_trim.py verify  --wheels DIR [--backends fa3,fa2] [--decode bf16,e4m3] [--decode-tc]
+                                                                          (in the build venv)
 
 build: compiles the JIT modules of BatchMLAPagedAttentionWrapper's FA3 (sm_90a)
   and FA2 backends for bf16 q, KV and out, int32 indices, head_dim_ckv 512,
-  head_dim_kpe 64 (what flashinfer_mla.py plans) with this machine's nvcc,
-  for sm_90a only (FLASHINFER_CUDA_ARCH_LIST=9.0a), and copies each .so to
-  DIR/<module name>.so. It only builds: loading needs a GPU driver.
-modules: the flashinfer modules that `import flashinfer` and the MLA
-  wrapper's modules load (sys.modules after the imports), one a line.
+  head_dim_kpe 64 (what flashinfer_mla.py plans), and of
+  BatchDecodeWithPagedKVCacheWrapper's default path for each --decode KV
+  type (bf16 q and out, a bf16 or fp8 e4m3 cache, int32 indices, head dim
+  128, no RoPE, window or soft cap: what flashinfer_decode.py plans). That
+  default (use_tensor_cores=False, backend "auto") on sm_90 is FlashInfer's
+  CUDA-core decode kernel, module batch_decode_with_kv_cache_*: one module a
+  dtype set; the GQA group and page size are runtime arguments (the kernel
+  dispatches the group size), so one module serves every head count and
+  block size. --decode-tc also builds the tensor-core path
+  (use_tensor_cores=True: FA2's batch prefill kernels over the paged cache,
+  module batch_prefill_with_kv_cache_*; "auto" resolves to fa2 for a bf16
+  query, bf16 or fp8 cache, since FA3 takes an fp8 cache only with an fp8
+  query). With this machine's nvcc, for sm_90a only
+  (FLASHINFER_CUDA_ARCH_LIST=9.0a); each .so goes to DIR/<module name>.so.
+  It only builds: loading needs a GPU driver.
+modules: the flashinfer modules that `import flashinfer`, the MLA wrapper's
+  and the decode wrapper's modules load (sys.modules after the imports),
+  one a line.
 trim: a new wheel of the same name and version holding (1) the .py files
   of those modules and of every flashinfer module they import, at module
   level or inside a function (a static closure over the sources: a lazy
   import on the MLA path is kept too); (2) the data files beside them
-  (not kernel sources, at most 2 MB each); (3) the MLA JIT sources under
-  data/csrc (batch_mla_*.cu, batch_mla_config.jinja and what they include),
-  which FlashInfer copies into its workspace even when it loads a
-  prebuilt module; (4) the prebuilt modules, as data/aot/<name>/<name>.so,
+  (not kernel sources, at most 2 MB each); (3) the MLA and decode JIT
+  sources under data/csrc (batch_mla_*.cu, batch_mla_config.jinja,
+  batch_decode*.cu and .jinja, the FA2 batch_prefill ones, and what they
+  include), which FlashInfer reads and copies into its workspace even when
+  it loads a prebuilt module; (4) the prebuilt modules, as data/aot/<name>/<name>.so,
   where FlashInfer's loader looks first (flashinfer/jit/env.py,
   get_aot_artifacts: that file is used whatever the GPU); (5) unless
   --no-jit-sources, the headers a JIT build of these modules needs on the
@@ -33,8 +51,13 @@ trim: a new wheel of the same name and version holding (1) the .py files
   rewritten for the files kept.
 verify: installs the wheels of DIR (the trimmed flashinfer and an
   apache-tvm-ffi for this Python) into a fresh folder, imports flashinfer
-  from there, and checks that each backend's module is found prebuilt
-  (is_aot) and loads (tvm_ffi.load_module; no GPU needed for that).
+  from there, and checks that each MLA backend's module and each decode
+  module is found prebuilt (is_aot) and loads (tvm_ffi.load_module; no GPU
+  needed for that), with the entry points the wrappers call; and, with
+  FLASHINFER_DISABLE_JIT=1, that the decode wrapper's own getters
+  (flashinfer.decode.get_batch_decode_module, flashinfer.prefill.
+  get_batch_prefill_module("fa2", ...)) load them: the JIT sources they read
+  are in the wheel and nothing would be compiled on the GPU machine.
 """
 import argparse
 import ast
@@ -59,6 +82,26 @@ MLA_CSRC = [
     "batch_mla_sm90_run.cu",
     "batch_mla_sm90_binding.cu",
 ]
+# What flashinfer_decode.py plans with BatchDecodeWithPagedKVCacheWrapper:
+# bf16 q and out, int32 indices, head dim 128 (q/k and v), no RoPE
+# (pos_encoding_mode 0), no sliding window, no soft cap, over each KV type.
+DECODE_HEAD_DIM = 128
+DECODE_KV = ("bf16", "e4m3")
+DECODE_CSRC = [  # gen_customize_batch_decode_module reads these
+    "batch_decode_customize_config.jinja",
+    "batch_decode_kernel_inst.jinja",
+    "batch_decode.cu",
+    "batch_decode_jit_binding.cu",
+]
+DECODE_TC_CSRC = [  # the tensor-core path: gen_customize_batch_prefill_module, fa2
+    "batch_prefill_customize_config.jinja",
+    "batch_prefill_paged_kernel_inst.jinja",
+    "batch_prefill_ragged_kernel_inst.jinja",
+    "batch_prefill.cu",
+    "batch_prefill_jit_binding.cu",
+    "batch_prefill_paged.cu",
+    "batch_prefill_paged_jit_binding.cu",
+]
 JIT_HEADER_TREES = [
     "flashinfer/data/include/",
     "flashinfer/data/cutlass/include/",
@@ -80,10 +123,41 @@ MLA_MODULE_SEEDS = [
     "flashinfer.jit.env",
     "flashinfer.jit.cpp_ext",
 ]
+DECODE_MODULE_SEEDS = [
+    "flashinfer.decode",
+    "flashinfer.prefill",
+    "flashinfer.page",
+    "flashinfer.cudnn.decode",
+    "flashinfer.cudnn.utils",
+]
 
 
 def module_args(torch):
     return (torch.bfloat16, torch.bfloat16, torch.bfloat16, torch.int32, HEAD_DIM_CKV, HEAD_DIM_KPE, False)
+
+
+def kv_dtype(torch, name):
+    return {"bf16": torch.bfloat16, "e4m3": torch.float8_e4m3fn}[name]
+
+
+def decode_specs(torch, kvs, tensor_cores):
+    """[(label, JitSpec)]: the modules BatchDecodeWithPagedKVCacheWrapper's
+    plan() loads for flashinfer_decode.py's arguments (decode.py, plan:
+    get_batch_decode_module without tensor cores; with them,
+    get_batch_prefill_module("fa2", ...), whose primary module is the one an
+    equal-stride K/V pair runs)."""
+    from flashinfer.jit.attention.modules import gen_batch_decode_module
+
+    specs = []
+    for kv in [k for k in kvs.split(",") if k]:
+        args = (torch.bfloat16, kv_dtype(torch, kv), torch.bfloat16, torch.int32, DECODE_HEAD_DIM, DECODE_HEAD_DIM,
+                0, False, False)
+        specs.append(("decode_" + kv, gen_batch_decode_module(*args)))
+        if tensor_cores:
+            from flashinfer.jit.attention.modules import _gen_batch_prefill_primary_module
+
+            specs.append(("decode_tc_" + kv, _gen_batch_prefill_primary_module("fa2", *args, False, False)))
+    return specs
 
 
 # ---- build, modules, verify: inside a Python that has torch and flashinfer ----------
@@ -95,19 +169,21 @@ def cmd_build(args):
     from flashinfer.jit.attention.modules import gen_batch_mla_module
 
     os.makedirs(args.out_dir, exist_ok=True)
-    for backend in args.backends.split(","):
-        spec = gen_batch_mla_module(backend, *module_args(torch))
+    specs = [(b, gen_batch_mla_module(b, *module_args(torch))) for b in args.backends.split(",") if b]
+    specs += decode_specs(torch, args.decode, args.decode_tc)
+    for label, spec in specs:
         spec.build(verbose=args.verbose)
         dst = os.path.join(args.out_dir, spec.name + ".so")
         shutil.copyfile(spec.jit_library_path, dst)
-        print(json.dumps({"backend": backend, "module": spec.name, "so": dst, "bytes": os.path.getsize(dst)}))
+        print(json.dumps({"backend": label, "module": spec.name, "so": dst, "bytes": os.path.getsize(dst)}),
+              flush=True)
 
 
 def cmd_modules(args):
     os.environ.setdefault("FLASHINFER_CUDA_ARCH_LIST", "9.0a")
     import importlib
 
-    for m in MLA_MODULE_SEEDS:
+    for m in MLA_MODULE_SEEDS + DECODE_MODULE_SEEDS:
         importlib.import_module(m)
     names = sorted(m for m in sys.modules if m == "flashinfer" or m.startswith("flashinfer."))
     with open(args.out, "w") as f:
@@ -133,22 +209,47 @@ from flashinfer.mla import BatchMLAPagedAttentionWrapper, MLAPlanMetadata
 from flashinfer.jit.attention.modules import gen_batch_mla_module
 assert flashinfer.__file__.startswith(sys.argv[1]), flashinfer.__file__
 out = {"flashinfer": flashinfer.__version__, "from": os.path.dirname(flashinfer.__file__)}
-for backend in sys.argv[2].split(","):
+for backend in [b for b in sys.argv[2].split(",") if b]:
     spec = gen_batch_mla_module(backend, torch.bfloat16, torch.bfloat16, torch.bfloat16, torch.int32, 512, 64, False)
     mod = spec.try_load()
     out[backend] = {"module": spec.name, "is_aot": spec.is_aot, "aot_path": str(spec.aot_path),
                     "loads": mod is not None, "has_run": hasattr(mod, "run"), "has_plan": hasattr(mod, "plan")}
+import flashinfer_trim
+from flashinfer import BatchDecodeWithPagedKVCacheWrapper
+for label, spec in flashinfer_trim.decode_specs(torch, sys.argv[3], sys.argv[4] == "1"):
+    mod = spec.try_load()
+    out[label] = {"module": spec.name, "is_aot": spec.is_aot, "aot_path": str(spec.aot_path),
+                  "loads": mod is not None, "has_run": hasattr(mod, "run") or hasattr(mod, "paged_run"),
+                  "has_plan": hasattr(mod, "plan")}
+# What the decode wrapper's plan() calls (decode.py, prefill.py), JIT off:
+# the prebuilt module loads, its torch ops register, the JIT sources it reads are there.
+from flashinfer.decode import get_batch_decode_module
+from flashinfer.prefill import get_batch_prefill_module
+os.environ["FLASHINFER_DISABLE_JIT"] = "1"
+for kv in [k for k in sys.argv[3].split(",") if k]:
+    dt = flashinfer_trim.kv_dtype(torch, kv)
+    args = (torch.bfloat16, dt, torch.bfloat16, torch.int32, 128, 128, 0, False, False)
+    m = get_batch_decode_module(*args)
+    out["decode_" + kv]["wrapper_getter"] = all(hasattr(m, f) for f in ("plan", "run"))
+    if sys.argv[4] == "1":
+        m = get_batch_prefill_module("fa2", *args, False, False)
+        out["decode_tc_" + kv]["wrapper_getter"] = all(hasattr(m, f) for f in ("plan", "paged_run"))
 print(json.dumps(out, indent=1))
-ok = all(out[b]["is_aot"] and out[b]["loads"] and out[b]["has_run"] for b in sys.argv[2].split(","))
+ok = all(v["is_aot"] and v["loads"] and v["has_run"] and v["has_plan"] and v.get("wrapper_getter", True)
+         for k, v in out.items() if isinstance(v, dict))
 sys.exit(0 if ok else 1)
 """
         env = dict(os.environ)
         env["FLASHINFER_WORKSPACE_BASE"] = tempfile.mkdtemp(prefix="fi-verify-ws-")
         env.setdefault("FLASHINFER_CUDA_ARCH_LIST", "9.0a")
-        r = subprocess.run([sys.executable, "-c", code, site, args.backends], env=env)
+        # This file (decode_specs) importable from the check, which runs from the site.
+        env["PYTHONPATH"] = os.path.dirname(os.path.abspath(__file__))
+        r = subprocess.run([sys.executable, "-c", code, site, args.backends, args.decode,
+                            "1" if args.decode_tc else "0"], env=env)
         if r.returncode != 0:
             sys.exit("verify: the trimmed wheel does not import or does not find its prebuilt modules")
-        print("verify: the trimmed flashinfer imports and loads its prebuilt MLA modules (%s)" % args.backends)
+        print("verify: the trimmed flashinfer imports and loads its prebuilt MLA modules (%s) and decode modules "
+              "(%s%s)" % (args.backends, args.decode, ", tensor cores too" if args.decode_tc else ""))
     finally:
         shutil.rmtree(site, ignore_errors=True)
 
@@ -220,10 +321,10 @@ def closure(zf, mods, seeds):
 
 
 def csrc_closure(zf, names):
-    """The MLA csrc files and the csrc files they #include "..." (recursively)."""
+    """The MLA and decode csrc files and the csrc files they #include "..." (recursively)."""
     csrc = "flashinfer/data/csrc/"
     have = set(n for n in names if n.startswith(csrc))
-    keep, todo = set(), [csrc + f for f in MLA_CSRC]
+    keep, todo = set(), [csrc + f for f in MLA_CSRC + DECODE_CSRC + DECODE_TC_CSRC]
     while todo:
         n = todo.pop()
         if n in keep or n not in have:
@@ -251,7 +352,7 @@ def cmd_trim(args):
     if len(record) != 1:
         sys.exit("trim: %s has no single RECORD" % args.wheel)
     mods = module_table(names)
-    seeds = [l.strip() for l in open(args.modules) if l.strip()] + MLA_MODULE_SEEDS
+    seeds = [l.strip() for l in open(args.modules) if l.strip()] + MLA_MODULE_SEEDS + DECODE_MODULE_SEEDS
     kept_mods = closure(src, mods, seeds)
     keep = set(mods[m] for m in kept_mods)
     py_dirs = set(os.path.dirname(p) for p in keep)
@@ -317,6 +418,8 @@ def main():
     b = sub.add_parser("build")
     b.add_argument("--out-dir", required=True)
     b.add_argument("--backends", default="fa3,fa2")
+    b.add_argument("--decode", default=",".join(DECODE_KV), help="decode KV types (bf16, e4m3); '' for none")
+    b.add_argument("--decode-tc", action="store_true", help="also the decode wrapper's tensor-core modules")
     b.add_argument("--verbose", action="store_true")
     m = sub.add_parser("modules")
     m.add_argument("--out", required=True)
@@ -330,6 +433,8 @@ def main():
     v = sub.add_parser("verify")
     v.add_argument("--wheels", required=True)
     v.add_argument("--backends", default="fa3,fa2")
+    v.add_argument("--decode", default=",".join(DECODE_KV))
+    v.add_argument("--decode-tc", action="store_true")
     v.add_argument("--extra-wheel", action="append", help="another wheel for this Python (its apache-tvm-ffi)")
     args = ap.parse_args()
     {"build": cmd_build, "modules": cmd_modules, "trim": cmd_trim, "verify": cmd_verify}[args.cmd](args)
