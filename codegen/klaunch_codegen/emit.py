@@ -316,6 +316,8 @@ class LauncherView:
         self.prepare_params = [p for p in launcher.params if (p.type.is_pointer and not p.nullable) or p.type.is_tensor_map
                                or p.name in read]
         self.tensor_maps = [TensorMapView(launcher, p, r) for p in launcher.params if p.type.is_tensor_map]
+        # Tensor-map extents the scalars decide: (check, map, dimension, exact), checked last.
+        self.tmap_extents = [(by_check[id(c)], c.tmap[0], c.tmap[1], c.tmap[2]) for c in launcher.tmap_extent_checks]
         self.unchecked_params = [p for p in launcher.params if p not in self.prepare_params]
         self.pointers = [p for p in launcher.params if p.type.is_pointer and not p.nullable]
         # Declared extents: the table, the private evaluator's parameters
@@ -463,6 +465,24 @@ class PyParamView:
         self.extent = None
         x = param.extent
         self.extent_text = None if x is None else ("extent " + x.text) if x.kind != "unknown" else "extent unknown: " + x.unknown
+        tx = tmap.extents if tmap else None
+        if tx:
+            index = {q.name: i for i, q in enumerate(launcher.params)}
+            r = LauncherResolver(launcher)
+
+            def tref(b):
+                return "a[%d]" % index[b.name] if b.kind == "param" else "c[%s]" % py_string(b.name)
+
+            entries = []
+            for entry in tx:
+                if entry is None:
+                    entries.append("None")
+                    continue
+                e, exact = entry
+                entries.append("(%s, %s, (%s), lambda a, c: %s)" % (
+                    py_string(e.text), "True" if exact else "False", "".join(py_string(n) + ", " for n in e.names),
+                    ex.to_python(e.tree, r, tref)))
+            self.extent = "(%s)" % "".join(s + ", " for s in entries)
         if x is not None:
             index = {q.name: i for i, q in enumerate(launcher.params)}
             r = LauncherResolver(launcher)

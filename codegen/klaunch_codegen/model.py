@@ -21,6 +21,11 @@ class TensorMap:
         self.element_strides = None  # [int] or None: all 1
         self.options = dict(schema.TENSOR_MAP_DEFAULTS)  # "swizzle" -> "128B" ...
         self.option_pos = {}
+        # `extent`: per dimension, innermost first, None (not checked: data
+        # bounds it) or (Expr, exact): what the launch's scalars need of the
+        # map's extent there, at least (>=) or exactly (==). None: no key.
+        self.extent_node = None
+        self.extents = None
 
     @property
     def esize(self):
@@ -190,6 +195,7 @@ class Check:
         self.index = None
         self.value = None  # int when the expression reads nothing (checked here)
         self.extent = None  # model.Extent, for an "extent of P" entry
+        self.tmap = None  # (parameter, dimension, exact), for a tensor map's extent entry
 
 
 class Launcher:
@@ -209,6 +215,7 @@ class Launcher:
         self.max_dynamic_shared_expr = None  # Expr as written, or None
         self.preconditions = []
         self.extent_checks = []  # Check per computable extent, in parameter order (finish())
+        self.tmap_extent_checks = []  # Check per tensor-map extent entry, parameter then dimension order (finish())
         self.const_names = []
         # launch_attributes: cluster (x, y, z) or None; the two flags; where
         # the mapping is (for runtime messages).
@@ -242,6 +249,7 @@ class Launcher:
         if self.shared is not None:
             out.append(self.shared)
         out += self.extent_checks
+        out += self.tmap_extent_checks
         return out
 
     @property

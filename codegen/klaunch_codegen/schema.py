@@ -47,7 +47,10 @@ PARAM_SIZE = {"u32": 4, "u64": 8, "i32": 4, "f32": 4, "bool": 4}
 TENSOR_MAP = "tensor_map"
 TENSOR_MAP_SIZE = 128
 TENSOR_MAP_ALIGN = 128
-TENSOR_MAP_KEYS = ("dtype", "rank", "box", "element_strides", "swizzle", "interleave", "l2_promotion", "oob_fill")
+TENSOR_MAP_KEYS = ("dtype", "rank", "box", "element_strides", "swizzle", "interleave", "l2_promotion", "oob_fill", "extent")
+# An entry of a tensor map's `extent` list: an expression (the map's extent
+# must be at least it), {exact: expression} (must equal it) or null.
+TENSOR_MAP_EXTENT_EXACT = "exact"
 TENSOR_MAP_DTYPES = {
     "bf16": ("KL_TENSOR_MAP_BF16", 2),
     "f16": ("KL_TENSOR_MAP_F16", 2),

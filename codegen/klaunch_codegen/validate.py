@@ -26,6 +26,7 @@ from .schema import (
     TENSOR_MAP_BOX_MAX,
     TENSOR_MAP_DTYPES,
     TENSOR_MAP_ELEMENT_STRIDE_MAX,
+    TENSOR_MAP_EXTENT_EXACT,
     TENSOR_MAP_FLOAT_DTYPES,
     TENSOR_MAP_KEYS,
     TENSOR_MAP_MAX_RANK,
@@ -542,6 +543,7 @@ class _Validator(LaunchChecks):
             if p.extent_node is not None:
                 p.extent = self.extent(p, label, resolver)
         self.tensor_map_boxes(launcher, label, spec)
+        self.tensor_map_extents(launcher, label, resolver, spec)
         self.limits(launcher, label)
         self.shared_fits(launcher, label, spec)
         if not self.failed:
@@ -552,6 +554,11 @@ class _Validator(LaunchChecks):
             used.update(c.args)
         for p in launcher.extents:
             used.update(p.extent.names)
+        for p in launcher.params:
+            if p.type is not None and p.type.is_tensor_map and p.type.tmap.extents:
+                for entry in p.type.tmap.extents:
+                    if entry is not None:
+                        used.update(entry[0].names)
         for p in launcher.params:
             if p.launch_only and p.type is not None and not p.type.is_pointer and not p.type.is_tensor_map and p.name not in used:
                 self.err(
@@ -646,7 +653,9 @@ class _Validator(LaunchChecks):
         for key, knode in (("extent", extent_node), ("nullable", nullable_node)):
             if knode is not None and ptype is not None and not ptype.is_pointer:
                 self.err(node_pos(knode[0]), "parameter '%s' is a %s; %s applies to pointer parameters" % (name, ptype.spec, key),
-                         "drop %s: %s" % (key, "a scalar or tensor map has no buffer to bound" if key == "extent" else
+                         "a tensor map's extents go in its tensor_map: mapping (extent: [e0, e1, ...], innermost first)"
+                         if key == "extent" and ptype.is_tensor_map else
+                         "drop %s: %s" % (key, "a scalar has no buffer to bound" if key == "extent" else
                                           "only a device pointer can be NULL"))
                 if key == "extent":
                     extent_node = None
@@ -807,6 +816,8 @@ class _Validator(LaunchChecks):
                 t.element_strides = strides
             else:
                 ok = False
+        if "extent" in f:
+            t.extent_node = f["extent"][1]
         if not ok:
             return None
         interleave = t.options["interleave"]
@@ -885,6 +896,63 @@ class _Validator(LaunchChecks):
                 for n in e.names:
                     if n not in launcher.const_names:
                         launcher.const_names.append(n)
+
+    def tensor_map_extents(self, launcher, label, resolver, spec):
+        """Each tensor map's `extent`: one entry per dimension, innermost
+        first, each an integer expression of the launcher's scalars and the
+        variant's constants (the launch needs the map's extent there to be
+        at least it), {exact: expression} (exactly it: the kernel relies on
+        the map's bounds there) or null (not checked)."""
+        params = {q.name for q in launcher.params}
+        for p in launcher.params:
+            if p.type is None or not p.type.is_tensor_map or p.type.tmap.extent_node is None:
+                continue
+            t, node = p.type.tmap, p.type.tmap.extent_node
+            what = "extent of tensor map '%s'" % p.name
+            if not is_sequence(node):
+                self.err(node_pos(node), "%s must be a list, got %s" % (what, kind_of(node)),
+                         "give one entry per dimension, innermost first: an expression (at least), {exact: expression} "
+                         "or null (not checked)")
+                continue
+            if t.rank is not None and len(node.value) != t.rank:
+                self.err(node_pos(node), "%s has %d entries; its rank is %d" % (what, len(node.value), t.rank),
+                         "give one entry per dimension, innermost first (null where the scalars do not decide it)")
+                continue
+            entries, ok = [], True
+            for i, item in enumerate(node.value):
+                here = "entry %d of %s" % (i, what)
+                if is_scalar(item) and item.tag == NULL:
+                    entries.append(None)
+                    continue
+                exact = False
+                if is_mapping(item):
+                    f = self.fields(item, "in " + here, (TENSOR_MAP_EXTENT_EXACT,), (TENSOR_MAP_EXTENT_EXACT,))
+                    if TENSOR_MAP_EXTENT_EXACT not in f:
+                        ok = False
+                        continue
+                    item, exact = f[TENSOR_MAP_EXTENT_EXACT][1], True
+                    if is_scalar(item) and item.tag == NULL:
+                        self.err(node_pos(item), "exact of %s is null" % here,
+                                 "write exact: an expression, or null alone for a dimension not checked")
+                        ok = False
+                        continue
+                e = self.expression(item, here, label, resolver, ex.INT, node.flow_style)
+                if e is None:
+                    ok = False
+                    continue
+                if not any(n in params for n in e.names) and self.per_variant(e, here, spec) is None:
+                    # Literals and constants alone: one value per variant,
+                    # which must evaluate (else every launch would fail).
+                    ok = False
+                    continue
+                entries.append((e, exact))
+            if not ok:
+                continue
+            if all(x is None for x in entries):
+                self.err(node_pos(node), "every entry of %s is null" % what,
+                         "drop extent, or give the expression of the launch's scalars a dimension needs")
+                continue
+            t.extents = entries
 
     def expression(self, node, what, label, resolver, want, flow=False):
         """Expr, or None after reporting. `flow`: the value sits in a {...} mapping."""
@@ -1016,6 +1084,16 @@ class _Validator(LaunchChecks):
             c.extent = x
             p.extent_check = c
             launcher.extent_checks.append(c)
+        for p in launcher.params:
+            if not p.type.is_tensor_map or not p.type.tmap.extents:
+                continue
+            for dim, entry in enumerate(p.type.tmap.extents):
+                if entry is None:
+                    continue
+                e, exact = entry
+                c = Check("tensor map %s: extent%d" % (p.name, dim), e, None, e.pos, e.names, "KL_ERROR_TENSOR_MAP")
+                c.tmap = (p.name, dim, exact)
+                launcher.tmap_extent_checks.append(c)
         for i, c in enumerate(launcher.checks):
             c.index = i
             if c.expr is not None:

@@ -373,6 +373,12 @@ kl_status kl__fail_kernel(const kl_kernel_desc *desc, const kl_kernel *kernel);
  * and `limit` are printed when `has_value` is nonzero. */
 kl_status kl__fail_check(const kl_kernel_desc *desc, kl_status status, uint32_t check,
                          const uint64_t *values, int has_value, uint64_t value, uint64_t limit);
+/* A tensor map's extent (`have`, the map's) against what the launch needs of
+ * it (`need`, check `check`'s expression): at least it, or exactly it;
+ * KL_ERROR_TENSOR_MAP naming the map, the dimension, both values and the
+ * expression, or `err` (overflow) as kl__fail_check says it. */
+kl_status kl__fail_tensor_map_extent(const kl_kernel_desc *desc, uint32_t check, const uint64_t *values, kl_status err,
+                                     uint64_t have, uint64_t need, int exact);
 kl_status kl__fail_null(const kl_kernel_desc *desc, const char *param);
 kl_status kl__fail(kl_status status, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
@@ -727,27 +733,62 @@ static long long kl__as_signed(uint64_t v) {
     return v <= (uint64_t)INT64_MAX ? (long long)v : -(long long)(~v) - 1;
 }
 
-kl_status kl__fail_check(const kl_kernel_desc *desc, kl_status status, uint32_t check,
-                         const uint64_t *values, int has_value, uint64_t value, uint64_t limit) {
-    const kl_check_info *c = &desc->checks[check];
-    char args[512];
+/* "n = 3, MLA_HDIM = 576": the values of a check's arguments; the first
+ * signed one below zero, or NULL, into *negative. */
+static const char *kl__check_args(const kl_kernel_desc *desc, const kl_check_info *c, const uint64_t *values,
+                                  char *args, size_t cap) {
     size_t used = 0;
     uint32_t i;
-    const char *negative = NULL; /* the first signed argument below zero */
+    const char *negative = NULL;
     args[0] = '\0';
-    for (i = 0; i < c->num_args && used < sizeof args; i++) {
+    for (i = 0; i < c->num_args && used < cap; i++) {
         const int is_signed = kl__arg_is_signed(desc, c->arg_names[i]);
         int n;
         if (is_signed && kl__as_signed(values[i]) < 0 && negative == NULL) negative = c->arg_names[i];
         if (is_signed)
-            n = snprintf(args + used, sizeof args - used, "%s%s = %lld", i ? ", " : "", c->arg_names[i],
+            n = snprintf(args + used, cap - used, "%s%s = %lld", i ? ", " : "", c->arg_names[i],
                          kl__as_signed(values[i]));
         else
-            n = snprintf(args + used, sizeof args - used, "%s%s = %llu", i ? ", " : "", c->arg_names[i],
+            n = snprintf(args + used, cap - used, "%s%s = %llu", i ? ", " : "", c->arg_names[i],
                          (unsigned long long)values[i]);
         if (n < 0) break;
         used += (size_t)n;
     }
+    return negative;
+}
+
+kl_status kl__fail_tensor_map_extent(const kl_kernel_desc *desc, uint32_t check, const uint64_t *values, kl_status err,
+                                     uint64_t have, uint64_t need, int exact) {
+    const kl_check_info *c = &desc->checks[check];
+    char args[512], shown[540];
+    if (err != KL_SUCCESS) return kl__fail_check(desc, err, check, values, 0, 0, 0);
+    (void)kl__check_args(desc, c, values, args, sizeof args);
+    /* "num_tokens = 17", or "2 * n = 34 (n = 17)" */
+    if (c->num_args == 0 || (c->num_args == 1 && strcmp(c->expr, c->arg_names[0]) == 0))
+        snprintf(shown, sizeof shown, "%s = %llu", c->expr, (unsigned long long)need);
+    else
+        snprintf(shown, sizeof shown, "%s = %llu (%s)", c->expr, (unsigned long long)need, args);
+    /* c->what is "tensor map q_map: extent2" */
+    if (exact)
+        return kl__fail(KL_ERROR_TENSOR_MAP,
+                        "kl_%s: %s = %llu, but the launch needs exactly %s: the kernel relies on the map's bounds "
+                        "there (what it loads past them is the map's fill, what it stores past them is dropped), so "
+                        "a larger map would feed or write the elements past it; encode the map for this launch "
+                        "[%s:%u:%u]",
+                        desc->launcher, c->what, (unsigned long long)have, shown, desc->spec_file,
+                        (unsigned)c->line, (unsigned)c->col);
+    return kl__fail(KL_ERROR_TENSOR_MAP,
+                    "kl_%s: %s = %llu, but the launch needs at least %s; encode the map for a tensor this large "
+                    "[%s:%u:%u]",
+                    desc->launcher, c->what, (unsigned long long)have, shown, desc->spec_file, (unsigned)c->line,
+                    (unsigned)c->col);
+}
+
+kl_status kl__fail_check(const kl_kernel_desc *desc, kl_status status, uint32_t check,
+                         const uint64_t *values, int has_value, uint64_t value, uint64_t limit) {
+    const kl_check_info *c = &desc->checks[check];
+    char args[512];
+    const char *negative = kl__check_args(desc, c, values, args, sizeof args);
     if (status == KL_ERROR_OVERFLOW && !has_value && negative != NULL) {
         /* kl__x_signed's refusal: an unsigned expression cannot take it. */
         return kl__fail(status, "kl_%s: %s `%s` reads %s, which is negative (%s); launch expressions are unsigned "

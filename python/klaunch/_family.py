@@ -127,7 +127,12 @@ class Param:
         self.name, self.kind, self.element, self.const, self.layout = name, kind, element, const, layout
         self.line, self.col, self.rank = line, col, rank
         self.nullable = nullable  # None passes NULL (the spec's nullable: true)
-        self.extent = extent  # (text, names read, fn(a, c) or None where data bounds it), or None: not declared
+        # A pointer's declared extent: (text, names read, fn(a, c) or None
+        # where data bounds it), or None: not declared. A tensor map's: per
+        # dimension, innermost first, None (not checked) or (text, exact,
+        # names read, fn(a, c)): what the launch needs of the map's extent
+        # there, at least or exactly (the C launcher checks it).
+        self.extent = extent
         self.spec_type = ("%s%s*" % ("const " if const else "", element)) if kind == "ptr" else kind
         self.convert = None
         self.pointer = None
@@ -148,7 +153,7 @@ class Launcher:
         self.index = None
         # (position, Param) of the pointers that declare an extent, in the
         # C desc's order (parameter order): what the span check and Record read.
-        self.extents = tuple((i, p) for i, p in enumerate(self.params) if p.extent is not None)
+        self.extents = tuple((i, p) for i, p in enumerate(self.params) if p.extent is not None and p.kind == "ptr")
 
 
 def _decode(b):

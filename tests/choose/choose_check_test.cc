@@ -314,11 +314,14 @@ TEST(ChooserChecks, MlaPrefillChoiceAlwaysPassesItsLaunchersCheck) {
                                         return kl_mla_absorbed_attention_mma_check(&k[0], p, p, p, seq, batch, nq, d, lora, 0.1f, true);
                                     if (alt == KL_MLA_ABSORBED_ATTENTION_WGMMA)
                                         return kl_mla_absorbed_attention_wgmma_check(&k[1], p, p, p, seq, batch, nq, d, lora, 0.1f, true);
+                                    // The maps' extents at least 1 (a map is never empty); the keys
+                                    // exactly seq_len (the spec's {exact: seq_len}; 0 takes any map).
                                     kl_tensor_map qm, kvm;
+                                    const uint32_t keys = seq ? seq : 1u;
                                     (void)kl_mla_absorbed_attention_tma_q_map_encode(&k[2], &qm, p, d, nq, seq + 1, batch, d,
                                                                                      (uint64_t)nq * d, (uint64_t)(seq + 1) * nq * d);
-                                    (void)kl_mla_absorbed_attention_tma_kv_map_encode(&k[2], &kvm, p, d, seq + 1, batch, d,
-                                                                                      (uint64_t)(seq + 1) * d);
+                                    (void)kl_mla_absorbed_attention_tma_kv_map_encode(&k[2], &kvm, p, d, keys, batch, d,
+                                                                                      (uint64_t)keys * d);
                                     return kl_mla_absorbed_attention_tma_check(&k[2], &qm, &kvm, p, seq, batch, nq, d, lora, 0.1f,
                                                                                true, ctas);
                                 };

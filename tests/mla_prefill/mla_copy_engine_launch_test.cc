@@ -216,7 +216,14 @@ TEST(MlaCopyEngineLaunch, GemmLaunchesAPersistentGridOverAllGroupsTiles) {
     ASSERT_EQ(KL_SUCCESS, kl_grouped_gemm_tma_c_map_encode(&h.gemm, &cm, out_at(kOut), n_g, g, m, n_g, g * n_g));
     ASSERT_EQ(KL_SUCCESS, kl_grouped_gemm_tma(&h.gemm, &am, &bm, &cm, m, g, k_g, n_g, cnt, 132, 2, nullptr))
         << kl_last_error_message();
-    ASSERT_EQ(KL_SUCCESS, kl_grouped_gemm_tma(&h.gemm, &am, &bm, &cm, 100, 3, k_g, 136, cnt, 132, 2, nullptr));
+    // Another shape takes maps of its own: k_g and C's n_g and m are exact
+    // extents (the spec's tensor_map extent).
+    kl_tensor_map am2, bm2, cm2;
+    ASSERT_EQ(KL_SUCCESS, kl_grouped_gemm_tma_a_map_encode(&h.gemm, &am2, at(kQ), k_g, 3, 100, k_g, 3 * k_g));
+    ASSERT_EQ(KL_SUCCESS, kl_grouped_gemm_tma_b_map_encode(&h.gemm, &bm2, at(kKv), k_g, 136, 3, k_g, 136 * k_g));
+    ASSERT_EQ(KL_SUCCESS, kl_grouped_gemm_tma_c_map_encode(&h.gemm, &cm2, out_at(kOut), 136, 3, 100, 136, 3 * 136));
+    ASSERT_EQ(KL_SUCCESS, kl_grouped_gemm_tma(&h.gemm, &am2, &bm2, &cm2, 100, 3, k_g, 136, cnt, 132, 2, nullptr))
+        << kl_last_error_message();
     ASSERT_EQ(2u, h.rb.count);
     EXPECT_EQ(132u, h.recs[0].grid[0]) << "4 x 32 x 128 tiles, 132 blocks";
     EXPECT_EQ(6u, h.recs[1].grid[0]) << "2 n tiles x 1 m tile x 3 groups";

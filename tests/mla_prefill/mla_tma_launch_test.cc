@@ -118,9 +118,14 @@ TEST(MlaTmaLaunch, PacksBothMapsAndLaunchesOneBoxPerBlock) {
 TEST(MlaTmaLaunch, RopeWiderThanABoxTakesMoreBlocksInZ) {
     Harness h;
     ASSERT_EQ(KL_SUCCESS, h.status) << kl_last_error_message();
+    // Maps of the launch's own shape (1 token, 9 heads of [nope 128 | rope
+    // 96]): out_map's extents must equal the scalars (its bounds drop the
+    // second z box's columns past 96).
     kl_tensor_map q, out;
-    ASSERT_EQ(KL_SUCCESS, encode_q(h, &q));
-    ASSERT_EQ(KL_SUCCESS, encode_out(h, &out));
+    ASSERT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma_q_map_encode(&h.k, &q, at(kQ) + kNope, 96, 9, 1, 224, 9 * 224))
+        << kl_last_error_message();
+    ASSERT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma_out_map_encode(&h.k, &out, at(kOut), 96, 9, 1, 96, 9 * 96))
+        << kl_last_error_message();
     ASSERT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma(&h.k, &q, &out, 1, 9, 96, nullptr)) << kl_last_error_message();
     EXPECT_EQ(2u, h.recs[0].grid[0]);  // ceil(9 / 8)
     EXPECT_EQ(1u, h.recs[0].grid[1]);

@@ -7,6 +7,7 @@ klaunch's recording backend (load_record), which keeps each launch's
 parameter buffer.
 """
 
+import copy
 import ctypes
 import os
 import random
@@ -16,6 +17,7 @@ import sys
 import junit_unittest
 
 import klaunch
+from klaunch import _expr
 import klaunch_mla_decode
 import klaunch_mla_prefill
 import klaunch_paged_decode
@@ -169,6 +171,9 @@ def scalar(kind, rng, good=True):
     return v
 
 
+_ESIZE = {"bf16": 2, "f16": 2, "f32": 4, "i32": 4, "u32": 4}  # a tensor map's bytes per element; u8 and fp8 1
+
+
 class MapSpec:
     """What a tensor-map argument is encoded from (materialize() encodes it
     on the launch's module): a tensor, its extents and strides (elements)."""
@@ -288,6 +293,35 @@ def _satisfy(launcher, args, constants, rng):
         a["workspace_bytes"] = need + rng.choice([0, 64])
     if "num_counters" in a:  # the decode launchers: a word a unit; grouped_gemm_tma: 2 pacing words
         a["num_counters"] = a["num_seqs"] * a["num_kv_heads"] if "num_seqs" in a else 2 + rng.choice([0, 1])
+    # Tensor maps of the extents the scalars need (the spec's tensor_map
+    # extent, which the C launcher checks), mostly: exactly the need where
+    # it is exact, the need or more where at least; a need of 0 keeps any.
+    # Their strides dense over those extents, each row padded to 16 bytes
+    # (the builder's rule), as a caller's tensor would be.
+    values = tuple(a[n] for n in names)
+    for p in launcher.params:
+        m = a[p.name]
+        if p.kind != "tensor_map" or not p.extent or not isinstance(m, MapSpec) or rng.random() >= 0.9:
+            continue
+        extents = list(m.extents)
+        for dim, entry in enumerate(p.extent):
+            if entry is None:
+                continue
+            _, exact, _, need_of = entry
+            try:
+                need = need_of(values, constants)
+            except _expr.Fail:
+                continue  # overflows: the C launcher refuses the launch
+            if need:
+                extents[dim] = need if exact else need + rng.choice([0, 0, 1, 16])
+        per16 = 16 // _ESIZE.get(p.element, 1)
+        strides, step = [], -(-extents[0] // per16) * per16
+        for e in extents[1:]:
+            strides.append(step)
+            step *= e
+        m = copy.copy(m)
+        m.extents, m.strides = tuple(extents), tuple(strides)
+        a[p.name] = m
     return tuple(a[n] for n in names)
 
 

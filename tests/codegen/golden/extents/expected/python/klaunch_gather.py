@@ -33,7 +33,8 @@ VARIANTS = {
 }
 # Per launcher: name, spec line and column, its parameters (name, kind,
 # element, const, layout, line, column[, rank[, nullable, extent: (text,
-# names read, elements or None where data bounds it)]]), and the
+# names read, elements or None where data bounds it); a tensor map's: per
+# dimension None or (text, exact, names read, elements)]]), and the
 # preconditions that read a variant constant (a: the arguments, c: a
 # variant's constants).
 LAUNCHERS = (
