@@ -284,8 +284,10 @@ def one_shape(torch, dev, seqs, length, kv, row, args, variants, ws, Wrapper):
             rv["plan_ms"] = 1000.0 * (time.perf_counter() - t0)
             rv["resolved_backend"] = str(getattr(wrapper, "resolved_backend", "?"))
 
+            scales = {"k_scale": 1.0, "v_scale": 1.0} if kv == "fp8" else {}
+
             def call(i):
-                wrapper.run(q, (ks[i % nsets], vs[i % nsets]), out=out, k_scale=1.0, v_scale=1.0)
+                wrapper.run(q, (ks[i % nsets], vs[i % nsets]), out=out, **scales)
 
             call(0)
             torch.cuda.synchronize()
