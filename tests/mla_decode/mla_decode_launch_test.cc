@@ -310,6 +310,34 @@ TEST(MlaDecodeLaunch, TmaAttentionGeometryMapsAndRefusals) {
         EXPECT_NE(nullptr, std::strstr(kl_last_error_message(),
                                        "tensor map q_map: the map was built for parameter cache_map"))
             << kl_last_error_message();
+        // The maps' extents against the scalars (issue 44, defect 7; the
+        // spec's tensor_map extent): q_map one row short of s_q * h_q (the
+        // need shown with its values), the cache map of one page more than
+        // num_blocks (exact: the map's zero fill past the last page is what
+        // meets a masked key's weight of 0 in P V); both refused, launching nothing.
+        const size_t launched = rb2.count;
+        auto launch_tma = [&](const kl_tensor_map *q, const kl_tensor_map *c) {
+            return kl_mla_decode_attn_bf16_tma(&k, q, c, fake<int32_t>(0x3000), fake<int32_t>(0x4000),
+                                               fake<int32_t>(0x5000), fake(0x6000), fake<float>(0x7000),
+                                               fake<float>(0x8000), s.batch, s.s_q, s.h_q, s.D, s.page, s.mbps,
+                                               s.num_blocks, 0.0417f, s.parts, s.words(), s.bytes(), nullptr);
+        };
+        kl_tensor_map q_short, cache_more;
+        ASSERT_EQ(KL_SUCCESS, kl_mla_decode_attn_bf16_tma_q_map_encode(&k, &q_short, fake(0x10000), s.D,
+                                                                       s.s_q * s.h_q - 1, s.batch, s.D,
+                                                                       (uint64_t)s.s_q * s.h_q * s.D));
+        ASSERT_EQ(KL_SUCCESS, kl_mla_decode_attn_bf16_tma_cache_map_encode(&k, &cache_more, fake(0x20000), s.D, s.page,
+                                                                           s.num_blocks + 1, s.D, (uint64_t)s.page * s.D));
+        EXPECT_EQ(KL_ERROR_TENSOR_MAP, launch_tma(&q_short, &cm));
+        EXPECT_NE(nullptr, std::strstr(kl_last_error_message(),
+                                       "kl_mla_decode_attn_bf16_tma: tensor map q_map: extent1 = 127, but the launch "
+                                       "needs at least s_q * h_q = 128 (s_q = 2, h_q = 64)"))
+            << kl_last_error_message();
+        EXPECT_EQ(KL_ERROR_TENSOR_MAP, launch_tma(&qm, &cache_more));
+        EXPECT_NE(nullptr, std::strstr(kl_last_error_message(),
+                                       "tensor map cache_map: extent2 = 61, but the launch needs exactly num_blocks = 60"))
+            << kl_last_error_message();
+        EXPECT_EQ(launched, rb2.count) << "a refused launch recorded something";
         // The fp8 launcher: 16 rows a block, 256 threads, one map (q's 16-row boxes).
         kl_kernel k8;
         ASSERT_EQ(KL_SUCCESS, kl_mla_decode_attn_fp8_tma_get(&k8, &mod2)) << kl_last_error_message();

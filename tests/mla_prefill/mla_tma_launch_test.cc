@@ -14,6 +14,7 @@
 
 #include "klaunch/mla_prefill.h"
 #include "klaunch/record_backend.h"
+#include "tests/support/wrapper_support.h"
 
 namespace {
 
@@ -283,6 +284,149 @@ TEST(MlaTmaLaunch, SwappedMapsOfOneShapeAreRefusedNamingTheParameterEachWasBuilt
     EXPECT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma(&h.k, &q, &generic, kTokens, kNq, kRope, nullptr))
         << kl_last_error_message();
     EXPECT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma(&h.k, &q, &out, kTokens, kNq, kRope, nullptr));
+}
+
+// ---- the maps' extents against the launch's scalars (issue 44, defect 7,
+// second half; the spec's tensor_map extent:): q_map at least (rope, nq,
+// num_tokens), out_map exactly them. Messages name the launcher, the map,
+// the dimension, the map's extent, the need and its expression, and the
+// spec's file:line of the entry. ----
+
+const char kSpec[] = "specs/mla_prefill.yaml";
+std::string QMapExtentRef() { return kltest::SpecRef(kSpec, "mla_q_rope_extract_tma", {"extent: [rope, nq, num_tokens]"}); }
+std::string OutMapExtentRef() {
+    return kltest::SpecRef(kSpec, "mla_q_rope_extract_tma", {"extent: [{exact: rope}, {exact: nq}, {exact: num_tokens}]"});
+}
+
+// The launcher and its _check refuse alike, launching nothing; the message.
+std::string RefusedBoth(Harness &h, const kl_tensor_map *q, const kl_tensor_map *out, uint32_t tokens, uint32_t nq,
+                        uint32_t rope) {
+    EXPECT_EQ(KL_ERROR_TENSOR_MAP, kl_mla_q_rope_extract_tma_check(&h.k, q, out, tokens, nq, rope));
+    const std::string checked = kl_last_error_message();
+    EXPECT_EQ(KL_ERROR_TENSOR_MAP, kl_mla_q_rope_extract_tma(&h.k, q, out, tokens, nq, rope, nullptr));
+    const std::string msg = kl_last_error_message();
+    EXPECT_EQ(checked, msg) << "kl_X_check and kl_X disagree";
+    EXPECT_EQ(0u, h.rb.count) << "a refused launch recorded something";
+    return msg;
+}
+
+// The issue's case: the maps built for 100 tokens, the launch for 101. The
+// kernel's 101st token row would be q_map's zero fill, its store dropped by
+// out_map's bounds: out held 100 rows of the 101 asked, and no check said so.
+TEST(MlaTmaLaunch, QRopeExtractNumTokensPastItsMapsIsRefused) {
+    Harness h;
+    ASSERT_EQ(KL_SUCCESS, h.status) << kl_last_error_message();
+    kl_tensor_map q, out, q101;
+    ASSERT_EQ(KL_SUCCESS, encode_q(h, &q));
+    ASSERT_EQ(KL_SUCCESS, encode_out(h, &out));
+    std::string msg = RefusedBoth(h, &q, &out, kTokens + 1, kNq, kRope);
+    EXPECT_NE(std::string::npos,
+              msg.find("KL_ERROR_TENSOR_MAP: kl_mla_q_rope_extract_tma: tensor map q_map: extent2 = 100, but the launch "
+                       "needs at least num_tokens = 101; encode the map for a tensor this large [" + QMapExtentRef() + ":"))
+        << msg;
+    EXPECT_TRUE(kltest::HasSpecRef(msg, QMapExtentRef())) << msg;
+    // q_map large enough, out_map still of 100 tokens: its exact extent.
+    ASSERT_EQ(KL_SUCCESS, encode_q(h, &q101, kTokens + 1));
+    msg = RefusedBoth(h, &q101, &out, kTokens + 1, kNq, kRope);
+    EXPECT_NE(std::string::npos,
+              msg.find("kl_mla_q_rope_extract_tma: tensor map out_map: extent2 = 100, but the launch needs exactly "
+                       "num_tokens = 101: the kernel relies on the map's bounds there"))
+        << msg;
+    EXPECT_TRUE(kltest::HasSpecRef(msg, OutMapExtentRef())) << msg;
+}
+
+// Each dimension of q_map (at least: rope, nq, num_tokens) one short.
+TEST(MlaTmaLaunch, AMapOneShortInAnAtLeastDimensionIsRefusedNamingTheDimensionBothValuesAndTheExpression) {
+    Harness h;
+    ASSERT_EQ(KL_SUCCESS, h.status) << kl_last_error_message();
+    kl_tensor_map out;
+    ASSERT_EQ(KL_SUCCESS, encode_out(h, &out));
+    struct Short {
+        uint64_t e0, e1, e2;
+        const char *says;
+    } cases[] = {
+        {kRope - 8, kNq, kTokens, "tensor map q_map: extent0 = 56, but the launch needs at least rope = 64;"},
+        {kRope, kNq - 1, kTokens, "tensor map q_map: extent1 = 15, but the launch needs at least nq = 16;"},
+        {kRope, kNq, kTokens - 1, "tensor map q_map: extent2 = 99, but the launch needs at least num_tokens = 100;"},
+    };
+    for (const Short &c : cases) {
+        SCOPED_TRACE(c.says);
+        kl_tensor_map q;
+        ASSERT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma_q_map_encode(&h.k, &q, at(kQ) + kNope, c.e0, c.e1, c.e2, kHd, kQdim))
+            << kl_last_error_message();
+        const std::string msg = RefusedBoth(h, &q, &out, kTokens, kNq, kRope);
+        EXPECT_EQ(0u, msg.find("KL_ERROR_TENSOR_MAP: kl_mla_q_rope_extract_tma: ")) << msg;
+        EXPECT_NE(std::string::npos, msg.find(c.says)) << msg;
+        EXPECT_TRUE(kltest::HasSpecRef(msg, QMapExtentRef())) << msg;
+    }
+}
+
+// Each dimension of out_map (exactly: rope, nq, num_tokens) one larger.
+TEST(MlaTmaLaunch, AMapOneLargerInAnExactDimensionIsRefused) {
+    Harness h;
+    ASSERT_EQ(KL_SUCCESS, h.status) << kl_last_error_message();
+    kl_tensor_map q;
+    ASSERT_EQ(KL_SUCCESS, encode_q(h, &q));
+    struct Large {
+        uint64_t e0, e1, e2;
+        const char *says;
+    } cases[] = {
+        {kRope + 8, kNq, kTokens, "tensor map out_map: extent0 = 72, but the launch needs exactly rope = 64:"},
+        {kRope, kNq + 1, kTokens, "tensor map out_map: extent1 = 17, but the launch needs exactly nq = 16:"},
+        {kRope, kNq, kTokens + 1, "tensor map out_map: extent2 = 101, but the launch needs exactly num_tokens = 100:"},
+    };
+    for (const Large &c : cases) {
+        SCOPED_TRACE(c.says);
+        kl_tensor_map out;
+        ASSERT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma_out_map_encode(&h.k, &out, at(kOut), c.e0, c.e1, c.e2, c.e0,
+                                                                       c.e0 * c.e1))
+            << kl_last_error_message();
+        const std::string msg = RefusedBoth(h, &q, &out, kTokens, kNq, kRope);
+        EXPECT_NE(std::string::npos, msg.find(c.says)) << msg;
+        EXPECT_NE(std::string::npos, msg.find("a larger map would feed or write the elements past it")) << msg;
+        EXPECT_TRUE(kltest::HasSpecRef(msg, OutMapExtentRef())) << msg;
+    }
+}
+
+// A launch of no tokens has no element in that dimension: an exact need of
+// 0 takes any map (no map is empty), and the launch is empty.
+TEST(MlaTmaLaunch, AnExactNeedOfZeroAcceptsAnyMap) {
+    Harness h;
+    ASSERT_EQ(KL_SUCCESS, h.status) << kl_last_error_message();
+    kl_tensor_map q, out;
+    ASSERT_EQ(KL_SUCCESS, encode_q(h, &q));
+    ASSERT_EQ(KL_SUCCESS, encode_out(h, &out));
+    EXPECT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma_check(&h.k, &q, &out, 0, kNq, kRope)) << kl_last_error_message();
+    EXPECT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma(&h.k, &q, &out, 0, kNq, kRope, nullptr)) << kl_last_error_message();
+    EXPECT_EQ(0u, h.rb.count) << "no tokens: an empty launch";
+    // The other dimensions are still checked.
+    kl_tensor_map wide;
+    ASSERT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma_out_map_encode(&h.k, &wide, at(kOut), kRope, kNq + 1, kTokens, kRope,
+                                                                   kRope * (kNq + 1)));
+    const std::string msg = RefusedBoth(h, &q, &wide, 0, kNq, kRope);
+    EXPECT_NE(std::string::npos, msg.find("tensor map out_map: extent1 = 17, but the launch needs exactly nq = 16")) << msg;
+}
+
+// Maps of exactly the launch's extents launch; q_map larger in each of its
+// at-least dimensions (more rope elements, heads or tokens) launches too.
+TEST(MlaTmaLaunch, MapsExactlyRightOrLargerInAtLeastDimensionsAreAccepted) {
+    Harness h;
+    ASSERT_EQ(KL_SUCCESS, h.status) << kl_last_error_message();
+    kl_tensor_map q, out;
+    ASSERT_EQ(KL_SUCCESS, encode_q(h, &q));
+    ASSERT_EQ(KL_SUCCESS, encode_out(h, &out));
+    EXPECT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma(&h.k, &q, &out, kTokens, kNq, kRope, nullptr)) << kl_last_error_message();
+    const uint64_t larger[][3] = {{kRope + 64, kNq, kTokens}, {kRope, kNq + 1, kTokens}, {kRope, kNq, 4 * kTokens}};
+    for (const auto &e : larger) {
+        kl_tensor_map big;
+        ASSERT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma_q_map_encode(&h.k, &big, at(kQ), e[0], e[1], e[2], kHd, kQdim))
+            << kl_last_error_message();
+        EXPECT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma_check(&h.k, &big, &out, kTokens, kNq, kRope))
+            << kl_last_error_message();
+        EXPECT_EQ(KL_SUCCESS, kl_mla_q_rope_extract_tma(&h.k, &big, &out, kTokens, kNq, kRope, nullptr))
+            << kl_last_error_message();
+    }
+    EXPECT_EQ(4u, h.rb.count);
 }
 
 TEST(MlaTmaLaunch, RefusesAModuleWhoseLoadedImageIsNotSm90a) {

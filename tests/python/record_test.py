@@ -985,6 +985,31 @@ class TensorMaps(unittest.TestCase):
         launch(q_map, out_map, 37, 16, 64, module=self.mod)
         self.assertEqual(len(self.mod.records()), 1)
 
+    def test_a_map_not_matching_the_launchs_scalars_is_a_tensor_map_error_naming_the_map(self):
+        # Issue 44, defect 7: maps of 37 tokens launched for 38 were taken (the
+        # kernel read q_map's fill and out_map dropped the 38th row). The C
+        # launcher's extent checks (the spec's tensor_map extent:) surface as
+        # TensorMapError: q_map at least the scalars, out_map exactly them.
+        q_map, out_map = self.maps()
+        launch = mla.mla_q_rope_extract_tma
+        for check_only in (False, True):
+            with self.assertRaises(klaunch.TensorMapError) as e:
+                launch(q_map, out_map, self.tokens + 1, self.nq, self.rope, module=self.mod, check_only=check_only)
+            self.assertIn("kl_mla_q_rope_extract_tma: tensor map q_map: extent2 = 37, but the launch needs at least "
+                          "num_tokens = 38", str(e.exception))
+            self.assertIn("specs/mla_prefill.yaml:", str(e.exception))
+        big_q = mla.mla_q_rope_extract_tma_q_map_encode(self.q, extents=(64, 16, 38), module=self.mod)
+        with self.assertRaises(klaunch.TensorMapError) as e:
+            launch(big_q, out_map, self.tokens + 1, self.nq, self.rope, module=self.mod)
+        self.assertIn("tensor map out_map: extent2 = 37, but the launch needs exactly num_tokens = 38",
+                      str(e.exception))
+        with self.assertRaises(klaunch.TensorMapError) as e:
+            launch(big_q, out_map, self.tokens, self.nq - 1, self.rope, module=self.mod)
+        self.assertIn("tensor map out_map: extent1 = 16, but the launch needs exactly nq = 15", str(e.exception))
+        self.assertEqual(self.mod.records(), [])
+        launch(big_q, out_map, self.tokens, self.nq, self.rope, module=self.mod)  # q_map larger: at least
+        self.assertEqual(len(self.mod.records()), 1)
+
     def mod_text(self):
         return "klaunch-module 1\nfamily mla_prefill\nvariant mistral_small_4\nspec_hash %s\ncuda_arch 900a\n" % (
             mla.SPEC_HASH) + "".join("const %s %d\n" % kv for kv in mla.VARIANTS["mistral_small_4"].items())
