@@ -3055,7 +3055,7 @@ static inline kl_mla_decode_attn_bf16_choice kl_mla_decode_attn_bf16_choose(cons
         kl__keys[5] = shape->page_size;
         if (table != NULL && kl_choice_lookup(table, &kl_mla_decode_attn_bf16_op, device, (uint32_t)policy, kl__keys, kl__mla_decode_attn_bf16_fits, &kl__ctx, &kl__alt, kl__tun))
             kl__out.source = KL_CHOICE_TABLE;
-        else if (kl_choice_lookup(kl_choice_builtin_table(), &kl_mla_decode_attn_bf16_op, device, (uint32_t)policy, kl__keys, kl__mla_decode_attn_bf16_fits, &kl__ctx, &kl__alt, kl__tun))
+        else if ((table == NULL || !(table->flags & KL_CHOICE_TABLE_ONLY)) && kl_choice_lookup(kl_choice_builtin_table(), &kl_mla_decode_attn_bf16_op, device, (uint32_t)policy, kl__keys, kl__mla_decode_attn_bf16_fits, &kl__ctx, &kl__alt, kl__tun))
             kl__out.source = KL_CHOICE_BUILTIN;
         if (kl__out.source != KL_CHOICE_NONE) {
             kl__out.alternative = (int)kl__alt;
@@ -3298,7 +3298,7 @@ static inline kl_mla_decode_attn_fp8_choice kl_mla_decode_attn_fp8_choose(const 
         kl__keys[5] = shape->page_size;
         if (table != NULL && kl_choice_lookup(table, &kl_mla_decode_attn_fp8_op, device, (uint32_t)policy, kl__keys, kl__mla_decode_attn_fp8_fits, &kl__ctx, &kl__alt, kl__tun))
             kl__out.source = KL_CHOICE_TABLE;
-        else if (kl_choice_lookup(kl_choice_builtin_table(), &kl_mla_decode_attn_fp8_op, device, (uint32_t)policy, kl__keys, kl__mla_decode_attn_fp8_fits, &kl__ctx, &kl__alt, kl__tun))
+        else if ((table == NULL || !(table->flags & KL_CHOICE_TABLE_ONLY)) && kl_choice_lookup(kl_choice_builtin_table(), &kl_mla_decode_attn_fp8_op, device, (uint32_t)policy, kl__keys, kl__mla_decode_attn_fp8_fits, &kl__ctx, &kl__alt, kl__tun))
             kl__out.source = KL_CHOICE_BUILTIN;
         if (kl__out.source != KL_CHOICE_NONE) {
             kl__out.alternative = (int)kl__alt;

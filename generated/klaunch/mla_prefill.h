@@ -5582,7 +5582,7 @@ static inline kl_mla_absorbed_attention_choice kl_mla_absorbed_attention_choose(
         kl__keys[3] = shape->head_dim;
         if (table != NULL && kl_choice_lookup(table, &kl_mla_absorbed_attention_op, device, (uint32_t)policy, kl__keys, kl__mla_absorbed_attention_fits, &kl__ctx, &kl__alt, kl__tun))
             kl__out.source = KL_CHOICE_TABLE;
-        else if (kl_choice_lookup(kl_choice_builtin_table(), &kl_mla_absorbed_attention_op, device, (uint32_t)policy, kl__keys, kl__mla_absorbed_attention_fits, &kl__ctx, &kl__alt, kl__tun))
+        else if ((table == NULL || !(table->flags & KL_CHOICE_TABLE_ONLY)) && kl_choice_lookup(kl_choice_builtin_table(), &kl_mla_absorbed_attention_op, device, (uint32_t)policy, kl__keys, kl__mla_absorbed_attention_fits, &kl__ctx, &kl__alt, kl__tun))
             kl__out.source = KL_CHOICE_BUILTIN;
         if (kl__out.source != KL_CHOICE_NONE) {
             kl__out.alternative = (int)kl__alt;
@@ -5807,7 +5807,7 @@ static inline kl_grouped_gemm_choice kl_grouped_gemm_choose(const kl_grouped_gem
         kl__keys[3] = shape->n_g;
         if (table != NULL && kl_choice_lookup(table, &kl_grouped_gemm_op, device, (uint32_t)policy, kl__keys, kl__grouped_gemm_fits, &kl__ctx, &kl__alt, kl__tun))
             kl__out.source = KL_CHOICE_TABLE;
-        else if (kl_choice_lookup(kl_choice_builtin_table(), &kl_grouped_gemm_op, device, (uint32_t)policy, kl__keys, kl__grouped_gemm_fits, &kl__ctx, &kl__alt, kl__tun))
+        else if ((table == NULL || !(table->flags & KL_CHOICE_TABLE_ONLY)) && kl_choice_lookup(kl_choice_builtin_table(), &kl_grouped_gemm_op, device, (uint32_t)policy, kl__keys, kl__grouped_gemm_fits, &kl__ctx, &kl__alt, kl__tun))
             kl__out.source = KL_CHOICE_BUILTIN;
         if (kl__out.source != KL_CHOICE_NONE) {
             kl__out.alternative = (int)kl__alt;

@@ -9445,7 +9445,7 @@ static inline kl_paged_decode_gqa_bf16_choice kl_paged_decode_gqa_bf16_choose(co
         kl__keys[4] = shape->block_size;
         if (table != NULL && kl_choice_lookup(table, &kl_paged_decode_gqa_bf16_op, device, (uint32_t)policy, kl__keys, kl__paged_decode_gqa_bf16_fits, &kl__ctx, &kl__alt, kl__tun))
             kl__out.source = KL_CHOICE_TABLE;
-        else if (kl_choice_lookup(kl_choice_builtin_table(), &kl_paged_decode_gqa_bf16_op, device, (uint32_t)policy, kl__keys, kl__paged_decode_gqa_bf16_fits, &kl__ctx, &kl__alt, kl__tun))
+        else if ((table == NULL || !(table->flags & KL_CHOICE_TABLE_ONLY)) && kl_choice_lookup(kl_choice_builtin_table(), &kl_paged_decode_gqa_bf16_op, device, (uint32_t)policy, kl__keys, kl__paged_decode_gqa_bf16_fits, &kl__ctx, &kl__alt, kl__tun))
             kl__out.source = KL_CHOICE_BUILTIN;
         if (kl__out.source != KL_CHOICE_NONE) {
             kl__out.alternative = (int)kl__alt;
@@ -9987,7 +9987,7 @@ static inline kl_paged_decode_gqa_fp8_choice kl_paged_decode_gqa_fp8_choose(cons
         kl__keys[4] = shape->block_size;
         if (table != NULL && kl_choice_lookup(table, &kl_paged_decode_gqa_fp8_op, device, (uint32_t)policy, kl__keys, kl__paged_decode_gqa_fp8_fits, &kl__ctx, &kl__alt, kl__tun))
             kl__out.source = KL_CHOICE_TABLE;
-        else if (kl_choice_lookup(kl_choice_builtin_table(), &kl_paged_decode_gqa_fp8_op, device, (uint32_t)policy, kl__keys, kl__paged_decode_gqa_fp8_fits, &kl__ctx, &kl__alt, kl__tun))
+        else if ((table == NULL || !(table->flags & KL_CHOICE_TABLE_ONLY)) && kl_choice_lookup(kl_choice_builtin_table(), &kl_paged_decode_gqa_fp8_op, device, (uint32_t)policy, kl__keys, kl__paged_decode_gqa_fp8_fits, &kl__ctx, &kl__alt, kl__tun))
             kl__out.source = KL_CHOICE_BUILTIN;
         if (kl__out.source != KL_CHOICE_NONE) {
             kl__out.alternative = (int)kl__alt;

@@ -38,7 +38,8 @@
  *      arguments (strides, buffer sizes, pointers, tensor maps) are the
  *      call's, left to kl_X_check: a chosen launcher never refuses the shape.
  *   2. `table` (when not NULL), then the compiled-in table
- *      (kl_choice_builtin_table()): the cell of this operation, policy and
+ *      (kl_choice_builtin_table(); skipped when table->flags has
+ *      KL_CHOICE_TABLE_ONLY): the cell of this operation, policy and
  *      device (KEY below) nearest to the shape (BUCKETS below); of its
  *      alternatives that apply with the table's tunables, the least time.
  *   3. Otherwise the operation's rule (its spec `fallback:` list, the hand
@@ -194,20 +195,22 @@ typedef struct kl_choice_table {
     const kl_choice_row *rows;
     size_t num_rows;
     void *storage; /* the loader's allocation (kl_choice_table_free), NULL otherwise */
+    uint32_t flags; /* KL_CHOICE_TABLE_ONLY; the loaders set 0 */
 } kl_choice_table;
 
-/* The compiled-in table. EMPTY: the H100 SXM and H200 tables come from
- * tools/tune runs on those cards, which have not been made yet (no timing
- * here is invented). Until then every chooser without a table takes its
- * operation's rule. To compile one in, run the tuner on the card (`bash
- * tools/tune/run.sh` on the GPU machine; docs/DESIGN.md, "Operations") and
- * put the body it prints with --emit-c (in $OUT/tune/<part>.txt) here. */
-static inline const kl_choice_table *kl_choice_builtin_table(void) {
-    static const kl_choice_device kl__devices[1] = {{"", 0u, 0u, 0u, 0u, 0u, 0u, ""}};
-    static const kl_choice_row kl__rows[1] = {{0u, NULL, 0u, {0u}, NULL, 0u, {0u}, 0u}};
-    static const kl_choice_table kl__table = {kl__devices, 0u, kl__rows, 0u, NULL};
-    return &kl__table;
-}
+/* A table's flags. TABLE_ONLY: where this table has no cell the chooser
+ * takes the rule, not the compiled-in table; an empty table with it asks
+ * for the rule alone (the tuner's rule regret, a caller that trusts only
+ * its own measurements). */
+#define KL_CHOICE_TABLE_ONLY 1u
+
+/* The compiled-in table: kl_choice_builtin_table(), the tuner's tables of
+ * the cards the project runs on (tools/tune/tables/<card>.choices), generated
+ * into klaunch/choose_tables.h by tools/tune/builtin.cc. A device none of
+ * them has (another card, another SM count, L2 or memory size) gets no
+ * cell and its operation's rule. Its rows are scanned at each call (a
+ * thousand or so a device): choose once per shape and keep the choice. */
+#include "klaunch/choose_tables.h"
 
 /* Memory in whole GiB, rounded to the nearest: what a table's key holds. */
 static inline uint32_t kl_choice_mem_gib(uint64_t mem_bytes) {

@@ -45,7 +45,7 @@ struct OneCell {
             for (size_t t = 0; t < tunables[a].size(); t++) r.tunables[t] = tunables[a][t];
             rows.push_back(r);
         }
-        table = kl_choice_table{&dev, 1, rows.data(), rows.size(), nullptr};
+        table = kl_choice_table{&dev, 1, rows.data(), rows.size(), nullptr, 0};
     }
 };
 

@@ -163,11 +163,13 @@ class PagedDecodeOp
             shapes_ = {{1, 48, 4, 1, 0}, {2, 20, 4, 1, 0}};
             return;
         }
-        // The decode benchmark's grid (bench/decode: 32 query / 8 KV heads,
-        // 1 x 256 .. 32768 and 32 x 256 .. 4096, the rows and the fixed-cost
-        // sweep), and 64 query / 8 KV heads (gqa8_d128) at 1 x 4096 and 32 x
-        // 1024. Sized for one device call: every shape's K+V read some 500
-        // times (screening, eager and graph), 1.6 GB over the grid a pass.
+        // A whole grid (a table's cells are every combination of its tabled
+        // key values: choose.h, BUCKETS) around the decode benchmark's
+        // shapes (bench/decode: 32 query / 8 KV heads, 1 x 2048 .. 32768 and
+        // 32 x 256 .. 4096): batch 1 .. 64 by powers of 2 x length 256 ..
+        // 32768, and 64 query / 8 KV heads (gqa8_d128) at batch 1 and 32 x
+        // 1024 and 4096. 34 GB of K+V a pass over the grid; some 500
+        // launches a shape: about a minute on an H100.
         auto add = [&](uint32_t nq, uint32_t seqs, std::initializer_list<uint32_t> lens) {
             for (uint32_t l : lens) shapes_.push_back({seqs, l, nq, 8, nq == 64 ? 1 : 0});
         };
@@ -176,10 +178,8 @@ class PagedDecodeOp
             add(32, 32, {4096});
             return;
         }
-        add(32, 1, {256, 2048, 4096, 8192, 16384, 32768});
-        add(32, 32, {256, 512, 1024, 2048, 4096});
-        add(64, 1, {4096});
-        add(64, 32, {1024});
+        for (uint32_t b : {1u, 2u, 4u, 8u, 16u, 32u, 64u}) add(32, b, {256, 512, 1024, 2048, 4096, 8192, 16384, 32768});
+        for (uint32_t b : {1u, 32u}) add(64, b, {1024, 4096});
     }
 
     size_t num_shapes() const override { return shapes_.size(); }
@@ -506,17 +506,20 @@ class MlaDecodeOp : public OpOf<typename MlaDecodeTypes<FP8>::Shape, typename Ml
             shapes_ = {{1, 100, 1, 16, 1}, {2, 40, 1, 16, 1}};
             return;
         }
-        // bench/mla_decode's shapes: h_q 16 at 1 x 32768 (long), 128 x 4096
-        // (mem) and 32 x 4096; h_q 128 at 1 x 1024 (short), 8 x 4096 and 32 x
-        // 4096; both variants. --quick: D 576, h_q 16, 1 x 32768 and 32 x 4096.
+        // Whole grids around bench/mla_decode's shapes: h_q 16 at batch 1,
+        // 8, 32, 128 x 1024, 4096, 32768 (long: 1 x 32768; mem: 128 x 4096);
+        // h_q 128 at batch 1, 8, 32 x 1024, 4096, 16384 (short: 1 x 1024);
+        // both variants. --quick: D 576, h_q 16, 1 x 32768 and 32 x 4096.
         for (int v = 0; v < (grid == Grid::kQuick ? 1 : 2); v++) {
-            shapes_.push_back({1, 32768, 1, 16, v});
-            shapes_.push_back({32, 4096, 1, 16, v});
-            if (grid == Grid::kQuick) continue;
-            shapes_.push_back({128, 4096, 1, 16, v});
-            shapes_.push_back({1, 1024, 1, 128, v});
-            shapes_.push_back({8, 4096, 1, 128, v});
-            shapes_.push_back({32, 4096, 1, 128, v});
+            if (grid == Grid::kQuick) {
+                shapes_.push_back({1, 32768, 1, 16, v});
+                shapes_.push_back({32, 4096, 1, 16, v});
+                continue;
+            }
+            for (uint32_t b : {1u, 8u, 32u, 128u})
+                for (uint32_t l : {1024u, 4096u, 32768u}) shapes_.push_back({b, l, 1, 16, v});
+            for (uint32_t b : {1u, 8u, 32u})
+                for (uint32_t l : {1024u, 4096u, 16384u}) shapes_.push_back({b, l, 1, 128, v});
         }
     }
 
@@ -722,16 +725,16 @@ class AbsorbedAttentionOp : public OpOf<kl_mla_absorbed_attention_shape, kl_mla_
             return;
         }
         // The MLA prefill grid: bench/mla's shapes (128 heads x 4096 and 16
-        // heads x 1024, batch 1) over lengths 512 .. 4096, and batch 4 at
-        // 1024; both variants. --quick: D 576, 1 x 1024 and 1 x 4096.
+        // heads x 1024, batch 1) over lengths 512 .. 4096 at batch 1 and 4
+        // (a whole grid); both variants. --quick: D 576, 1 x 1024 and 1 x 4096.
         for (int v = 0; v < (grid == Grid::kQuick ? 1 : 2); v++)
             for (uint32_t h : {16u, 128u}) {
                 if (grid == Grid::kQuick) {
                     if (h == 128) shapes_.push_back({1, 1024, h, v}), shapes_.push_back({1, 4096, h, v});
                     continue;
                 }
-                for (uint32_t s : {512u, 1024u, 2048u, 4096u}) shapes_.push_back({1, s, h, v});
-                shapes_.push_back({4, 1024, h, v});
+                for (uint32_t b : {1u, 4u})
+                    for (uint32_t s : {512u, 1024u, 2048u, 4096u}) shapes_.push_back({b, s, h, v});
             }
     }
 

@@ -15,7 +15,8 @@
 # so a part cut short keeps the shapes it did. Writes to $OUT/tune/ (else
 # .gpu/results/tune/): <part>.choices (the table, klaunch-choices 1),
 # <part>.txt (per shape: the best and the rule's pick; per operation and
-# policy: the regrets; --emit-c's initializer), <part>.progress (stderr).
+# policy: the regrets of the rule, the compiled-in table and the new one),
+# <part>.progress (stderr). tools/tune/builtin.py compiles tables in.
 # Extra arguments go to every part's tune (e.g. --quick, --runs 16).
 # Exits 1 when a part failed (no GPU, a refused launch); the time limit
 # ending a part is reported, not failed.
@@ -43,7 +44,7 @@ part() { # part NAME SECONDS OPERATIONS
   local name=$1 secs=$2 ops=$3
   shift 3
   echo "==================== tune $name ($ops; at most $secs s)"
-  local args=(--out "$dir/$name.choices" --emit-c)
+  local args=(--out "$dir/$name.choices")
   [ "$ops" = all ] || args+=(--only "$ops")
   timeout "$secs" "$bin" "${args[@]}" "${extra[@]}" >"$dir/$name.txt" 2>"$dir/$name.progress"
   local rc=$?

@@ -229,7 +229,7 @@ inline bool applies(Op &op, const kl_device &dev, size_t shape, uint32_t alt, co
     bool any = false;
     for (const kl_choice_policy pol : {KL_CHOICE_EAGER, KL_CHOICE_GRAPH}) {
         r.policy = pol;
-        const kl_choice_table t = {&cd, 1u, &r, 1u, nullptr};
+        const kl_choice_table t = {&cd, 1u, &r, 1u, nullptr, 0u};
         const Pick p = op.choose(&t, pol, dev, all_kernels(d));
         const bool yes = p.source == KL_CHOICE_TABLE && p.alternative == static_cast<int>(alt) && p.tunables == tun;
         if (pol == KL_CHOICE_EAGER) any = yes;
@@ -238,14 +238,19 @@ inline bool applies(Op &op, const kl_device &dev, size_t shape, uint32_t alt, co
     return any;
 }
 
+// An empty table that stops the chooser before the compiled-in table: the
+// rule alone, whatever kl_choice_builtin_table() holds.
+inline const kl_choice_table *rule_only() {
+    static const kl_choice_table t = {nullptr, 0u, nullptr, 0u, nullptr, KL_CHOICE_TABLE_ONLY};
+    return &t;
+}
+
 // The rule's tunables for `alt` at the current shape: the chooser with only
-// that alternative's handle, which its rule (or the first that applies)
-// must then take with its defaults (or the compiled-in table with its
-// tunables, once it has rows). False when it does not apply.
+// that alternative's handle and no table, which its rule (or the first that
+// applies) must then take with its defaults. False when it does not apply.
 inline bool rule_defaults(Op &op, const kl_device &dev, uint32_t alt, std::vector<uint32_t> *tun) {
-    const Pick p = op.choose(nullptr, KL_CHOICE_EAGER, dev, 1u << alt);
-    if (p.alternative != static_cast<int>(alt) || (p.source != KL_CHOICE_RULE && p.source != KL_CHOICE_BUILTIN))
-        return false;
+    const Pick p = op.choose(rule_only(), KL_CHOICE_EAGER, dev, 1u << alt);
+    if (p.alternative != static_cast<int>(alt) || p.source != KL_CHOICE_RULE) return false;
     *tun = p.tunables;
     return true;
 }
@@ -255,10 +260,9 @@ inline bool rule_defaults(Op &op, const kl_device &dev, uint32_t alt, std::vecto
 struct Options {
     std::string out;                       // --out FILE (the table)
     std::vector<kl_choice_policy> policies = {KL_CHOICE_EAGER, KL_CHOICE_GRAPH};
-    int runs = 8;                          // --runs N
+    int runs = 16;                         // --runs N
     std::vector<std::string> only;         // --only OP[,OP...]
     bool quick = false;                    // --quick
-    bool emit_c = false;                   // --emit-c
     bool exhaustive = false;               // --exhaustive: every candidate timed in full (no screening)
     std::string device_id;                 // --device-id ID (default: from the device's name)
 };
@@ -309,8 +313,6 @@ inline Options parse_options(int argc, char **argv, const char *usage,
             if (o.only.empty()) bad("--only needs an operation");
         } else if (a == "--quick") {
             o.quick = true;
-        } else if (a == "--emit-c") {
-            o.emit_c = true;
         } else if (a == "--exhaustive") {
             o.exhaustive = true;
         } else if (a == "--device-id") {
@@ -330,12 +332,12 @@ inline Options parse_options(int argc, char **argv, const char *usage,
 inline std::vector<uint32_t> candidate_values(const std::string &name, uint32_t d, uint32_t sms, bool quick) {
     std::vector<uint32_t> v;
     if (name == "num_splits") {
-        v = quick ? std::vector<uint32_t>{1, 4} : std::vector<uint32_t>{1, 2, 4, 8, 16, 32};
+        v = quick ? std::vector<uint32_t>{1, 4} : std::vector<uint32_t>{1, 2, 4, 8, 12, 16, 24, 32};
     } else if (name == "num_ctas") {
-        v = {std::max(1u, sms / 2), sms};
+        v = {std::max(1u, sms / 2), sms, 2 * sms};
         if (quick) v.resize(1);
     } else if (name == "num_parts") {
-        if (!quick) v = {std::max(1u, d / 2), std::min(65535u, d * 2)};
+        if (!quick) v = {std::max(1u, d / 4), std::max(1u, d / 2), std::min(65535u, d * 2), std::min(65535u, d * 4)};
     }
     v.push_back(d);  // the rule's own value, always: the rule's regret needs its time
     std::sort(v.begin(), v.end());
@@ -357,9 +359,10 @@ struct Measure {
 struct Regret {
     std::string op;
     kl_choice_policy policy;
-    std::vector<double> rule, table;   // per shape, fractions (0.01 = 1%)
+    std::vector<double> rule, builtin, table;  // per shape, fractions (0.01 = 1%)
     std::vector<std::string> shapes;
-    std::vector<std::string> rule_pick, table_pick, best_pick;
+    std::vector<std::string> rule_pick, builtin_pick, table_pick, best_pick;
+    size_t builtin_cells = 0;  // shapes where the compiled-in table served (else its pick is the rule's)
 };
 
 struct Result {
@@ -369,7 +372,7 @@ struct Result {
     kl_choice_device device;
     std::vector<Regret> regrets;
     std::string table_text;               // what was written
-    kl_choice_table loaded = {nullptr, 0, nullptr, 0, nullptr};  // read back (kl_choice_table_free)
+    kl_choice_table loaded = {nullptr, 0, nullptr, 0, nullptr, 0};  // read back (kl_choice_table_free)
 };
 
 inline std::string pick_text(const kl_choice_op &d, int alt, const std::vector<uint32_t> &tun) {
@@ -421,26 +424,6 @@ inline std::string device_id_of(const std::string &name) {
     while (!id.empty() && id.back() == '_') id.pop_back();
     if (id.empty() || (id[0] >= '0' && id[0] <= '9')) id = "d_" + id;
     return id.substr(0, 31);
-}
-
-// Prints the table as the C initializer of kl_choice_builtin_table()'s body (choose.h).
-inline void emit_c(FILE *f, const kl_choice_device &d, const std::vector<kl_choice_row> &rows) {
-    std::fprintf(f, "    /* tools/tune --emit-c on %s: %zu rows */\n", d.name, rows.size());
-    std::fprintf(f, "    static const kl_choice_device kl__devices[1] = {{\"%s\", %uu, %uu, %uu, %lluu, %uu, %uu, \"%s\"}};\n",
-                 d.id, d.cc_major, d.cc_minor, d.sm_count, static_cast<unsigned long long>(d.l2_bytes), d.mem_gib,
-                 d.bandwidth_gbs, d.name);
-    std::fprintf(f, "    static const kl_choice_row kl__rows[%zu] = {\n", std::max<size_t>(rows.size(), 1));
-    for (const kl_choice_row &r : rows) {
-        std::fprintf(f, "        {%uu, \"%s\", %uu, {", r.device, r.op, r.policy);
-        for (int k = 0; k < KL_CHOICE_MAX_KEYS; k++) std::fprintf(f, "%s%uu", k ? ", " : "", r.keys[k]);
-        std::fprintf(f, "}, \"%s\", %lluu, {", r.alternative, static_cast<unsigned long long>(r.time_ns));
-        for (int k = 0; k < KL_CHOICE_MAX_TUNABLES; k++) std::fprintf(f, "%s%uu", k ? ", " : "", r.tunables[k]);
-        std::fprintf(f, "}, 0u},\n");
-    }
-    if (rows.empty()) std::fprintf(f, "        {0u, NULL, 0u, {0u}, NULL, 0u, {0u}, 0u},\n");
-    std::fprintf(f, "    };\n");
-    std::fprintf(f, "    static const kl_choice_table kl__table = {kl__devices, 1u, kl__rows, %zuu, NULL};\n", rows.size());
-    std::fprintf(f, "    return &kl__table;\n");
 }
 
 // The whole pipeline. `ops_list` (NULL-terminated) is what the table is
@@ -508,7 +491,7 @@ inline Result run(const std::vector<Op *> &ops, const kl_choice_op *const *ops_l
             res.rows.push_back(r);
         }
         {
-            const kl_choice_table t = {&res.device, 1u, res.rows.data(), res.rows.size(), nullptr};
+            const kl_choice_table t = {&res.device, 1u, res.rows.data(), res.rows.size(), nullptr, 0u};
             char *buf = nullptr;
             size_t len = 0;
             FILE *f = open_memstream(&buf, &len);
@@ -561,14 +544,16 @@ inline Result run(const std::vector<Op *> &ops, const kl_choice_op *const *ops_l
                 for (const auto &c : cands)
                     if (applies(op, dev, si, a, c)) trials.push_back({a, c});
             }
-            // Every alternative with every handle passed must include the rule's pick.
-            for (kl_choice_policy p : opt.policies) {
-                const Pick rp = op.choose(nullptr, p, dev, all_kernels(d));
-                if (rp.alternative < 0) continue;
-                const auto pick = std::make_pair(static_cast<uint32_t>(rp.alternative), rp.tunables);
-                must.insert(pick);
-                if (std::find(trials.begin(), trials.end(), pick) == trials.end()) trials.push_back(pick);
-            }
+            // The rule's pick and the compiled-in table's (every handle
+            // passed) are timed in full: their regrets need their times.
+            for (kl_choice_policy p : opt.policies)
+                for (const kl_choice_table *from : {rule_only(), static_cast<const kl_choice_table *>(nullptr)}) {
+                    const Pick rp = op.choose(from, p, dev, all_kernels(d));
+                    if (rp.alternative < 0) continue;
+                    const auto pick = std::make_pair(static_cast<uint32_t>(rp.alternative), rp.tunables);
+                    must.insert(pick);
+                    if (std::find(trials.begin(), trials.end(), pick) == trials.end()) trials.push_back(pick);
+                }
             if (trials.empty()) {
                 std::printf("  %s %s: no alternative applies (skipped)\n", d.name, op.shape_name(si).c_str());
                 continue;
@@ -583,8 +568,9 @@ inline Result run(const std::vector<Op *> &ops, const kl_choice_op *const *ops_l
                 t.tunables = tun;
                 return t;
             };
-            // Screening: of an alternative's candidates, only the one a quick
-            // eager estimate puts first and the rule's own are timed in full.
+            // Screening: of an alternative's candidates, only the two a quick
+            // eager estimate puts first (one, were it alone, could be a noisy
+            // draw) and the rule's and compiled-in table's are timed in full.
             std::vector<std::pair<uint32_t, std::vector<uint32_t>>> full;
             size_t screened = 0;
             for (uint32_t a = 0; a < d.num_alternatives; a++) {
@@ -595,8 +581,7 @@ inline Result run(const std::vector<Op *> &ops, const kl_choice_op *const *ops_l
                     for (size_t i : mine) full.push_back(trials[i]);
                     continue;
                 }
-                double best_us = -1;
-                size_t best_i = mine[0];
+                std::vector<std::pair<double, size_t>> est;
                 for (size_t i : mine) {
                     op.before(mem, a, trials[i].second, clock.stream());
                     const double us = clock.screen_us(trial_of(a, trials[i].second), [&](int run, kl_stream s) {
@@ -604,10 +589,14 @@ inline Result run(const std::vector<Op *> &ops, const kl_choice_op *const *ops_l
                     });
                     screened++;
                     res.screens.push_back(Measure{oi, si, KL_CHOICE_EAGER, a, trials[i].second, us});
-                    if (best_us < 0 || us < best_us) best_us = us, best_i = i;
+                    est.push_back({us, i});
                 }
-                for (size_t i : mine)
-                    if (i == best_i || must.count(trials[i])) full.push_back(trials[i]);
+                std::stable_sort(est.begin(), est.end(),
+                                 [](const std::pair<double, size_t> &x, const std::pair<double, size_t> &y) {
+                                     return x.first < y.first;
+                                 });
+                for (size_t r = 0; r < est.size(); r++)
+                    if (r < 2 || must.count(trials[est[r].second])) full.push_back(trials[est[r].second]);
             }
             for (const auto &tr : full) {
                 const Trial t = trial_of(tr.first, tr.second);
@@ -623,19 +612,27 @@ inline Result run(const std::vector<Op *> &ops, const kl_choice_op *const *ops_l
             mem.free_all();
             // The shape's line: each policy's best and the rule's pick.
             for (kl_choice_policy p : opt.policies) {
-                double best = -1, rule_us = -1;
+                double best = -1, rule_us = -1, built_us = -1;
                 std::string best_s;
-                const Pick rp = op.choose(nullptr, p, dev, all_kernels(d));
+                const Pick rp = op.choose(rule_only(), p, dev, all_kernels(d));
+                const Pick bp = op.choose(nullptr, p, dev, all_kernels(d));
                 for (const Measure &m : res.measures) {
                     if (m.op != oi || m.shape != si || m.policy != p) continue;
                     if (best < 0 || m.us < best) best = m.us, best_s = pick_text(d, m.alternative, m.tunables);
                     if (static_cast<int>(m.alternative) == rp.alternative && m.tunables == rp.tunables) rule_us = m.us;
+                    if (static_cast<int>(m.alternative) == bp.alternative && m.tunables == bp.tunables) built_us = m.us;
                 }
                 if (best < 0) continue;
-                std::printf("  %-22s %-28s %s: best %s %.3f us; rule %s %s\n", d.name, op.shape_name(si).c_str(),
+                auto timed = [&](double us) {
+                    return us >= 0 ? fmt("%.3f us", us) + fmt(" (+%.2f%%)", 100.0 * (us / best - 1)) : std::string("not timed");
+                };
+                std::printf("  %-22s %-28s %s: best %s %.3f us; rule %s %s", d.name, op.shape_name(si).c_str(),
                             policy_name(p), best_s.c_str(), best, pick_text(d, rp.alternative, rp.tunables).c_str(),
-                            rule_us >= 0 ? (fmt("%.3f us", rule_us) + fmt(" (+%.2f%%)", 100.0 * (rule_us / best - 1))).c_str()
-                                         : "not timed");
+                            timed(rule_us).c_str());
+                if (bp.source == KL_CHOICE_BUILTIN)
+                    std::printf("; compiled-in %s %s", pick_text(d, bp.alternative, bp.tunables).c_str(),
+                                timed(built_us).c_str());
+                std::printf("\n");
             }
             std::fflush(stdout);
         }
@@ -679,40 +676,46 @@ inline Result run(const std::vector<Op *> &ops, const kl_choice_op *const *ops_l
                             return m.us;
                     return -1;
                 };
-                const Pick rp = op.choose(nullptr, p, dev, all_kernels(d));
+                const Pick rp = op.choose(rule_only(), p, dev, all_kernels(d));
+                const Pick bp = op.choose(nullptr, p, dev, all_kernels(d));
                 const Pick tp = op.choose(&res.loaded, p, dev, all_kernels(d));
-                const double ru = time_of(rp), tu = time_of(tp);
+                const double ru = time_of(rp), bu = time_of(bp), tu = time_of(tp);
                 if (ru < 0) die(std::string(d.name) + " " + op.shape_name(si) + ": the rule's pick was not timed");
+                if (bu < 0) die(std::string(d.name) + " " + op.shape_name(si) + ": the compiled-in pick was not timed");
                 if (tu < 0) die(std::string(d.name) + " " + op.shape_name(si) + ": the table's pick was not timed");
                 if (tp.source != KL_CHOICE_TABLE)
                     die(std::string(d.name) + " " + op.shape_name(si) + ": the chooser did not take the new table");
                 rg.shapes.push_back(op.shape_name(si));
                 rg.rule.push_back(ru / b - 1);
+                rg.builtin.push_back(bu / b - 1);
                 rg.table.push_back(tu / b - 1);
+                rg.builtin_cells += bp.source == KL_CHOICE_BUILTIN;
                 rg.rule_pick.push_back(pick_text(d, rp.alternative, rp.tunables));
+                rg.builtin_pick.push_back(pick_text(d, bp.alternative, bp.tunables));
                 rg.table_pick.push_back(pick_text(d, tp.alternative, tp.tunables));
                 rg.best_pick.push_back(pick_text(d, static_cast<int>(bm->alternative), bm->tunables));
             }
             if (rg.shapes.empty()) continue;
-            for (int which = 0; which < 2; which++) {
-                const std::vector<double> &v = which ? rg.table : rg.rule;
+            for (int which = 0; which < 3; which++) {
+                const std::vector<double> &v = which == 0 ? rg.rule : which == 1 ? rg.builtin : rg.table;
+                const std::vector<std::string> &picks = which == 0 ? rg.rule_pick : which == 1 ? rg.builtin_pick : rg.table_pick;
                 const size_t w = static_cast<size_t>(std::max_element(v.begin(), v.end()) - v.begin());
                 size_t misses = 0;
                 for (double x : v) misses += x > 0;
-                std::printf("  %-22s %-6s %-14s %7.2f%% %7.2f%%  %s (%s, best %s); %zu of %zu shapes off the best\n",
-                            d.name, policy_name(p), which ? "new table" : "compiled-in", 100 * median(v), 100 * v[w],
-                            rg.shapes[w].c_str(), which ? rg.table_pick[w].c_str() : rg.rule_pick[w].c_str(),
-                            rg.best_pick[w].c_str(), misses, v.size());
+                std::printf("  %-22s %-6s %-14s %7.2f%% %7.2f%%  %s (%s, best %s); %zu of %zu shapes off the best",
+                            d.name, policy_name(p), which == 0 ? "rule" : which == 1 ? "compiled-in" : "new table",
+                            100 * median(v), 100 * v[w], rg.shapes[w].c_str(), picks[w].c_str(), rg.best_pick[w].c_str(),
+                            misses, v.size());
+                if (which == 1) std::printf("; its table served %zu of %zu", rg.builtin_cells, v.size());
+                std::printf("\n");
             }
             res.regrets.push_back(rg);
         }
     }
-    std::printf("  (compiled-in: kl_<op>_choose without a table, today the rule as the compiled-in table is empty;\n"
-                "   new table: the same chooser given the table just written, at the grid's own shapes)\n");
-    if (opt.emit_c) {
-        std::printf("\ntune: --emit-c: the body of kl_choice_builtin_table() (include/klaunch/choose.h)\n");
-        emit_c(stdout, res.device, res.rows);
-    }
+    std::printf("  (rule: kl_<op>_choose with an empty KL_CHOICE_TABLE_ONLY table; compiled-in: without a table,\n"
+                "   kl_choice_builtin_table()'s cell where it has this device's, else the rule: measured in an\n"
+                "   earlier run, so its regret here is the target's; new table: the table just written, at the\n"
+                "   grid's own shapes, 0 by construction)\n");
     std::fflush(stdout);
     return res;
 }

@@ -2,21 +2,23 @@
 // and writes a choice table for it (issue 45; tools/tune/tune.h says how).
 //
 //   tune [--out FILE] [--policies eager,graph] [--runs N] [--only OP[,OP...]] [--quick] [--exhaustive]
-//        [--emit-c] [--device-id ID]
+//        [--device-id ID]
 //
 // On the GPU machine, from the repository root, after tools/gpu/stage.sh
 // (it stages this cc_binary, tagged gpu, as .gpu/tools/tune/tune):
 //   bash tools/tune/run.sh       (this program on the default grid; the
-//                                 table, the log and the C initializer in $OUT/tune/)
+//                                 table and the log in $OUT/tune/;
+//                                 tools/tune/builtin.py compiles tables in)
 //
 // Timing: every launch on one stream of this program's own. eager: CUDA
 // events around each launch, queued back to back, the median of N (default
-// 8) after 2 warm-up launches; graph: one launch outside the capture, N
+// 16) after 2 warm-up launches; graph: one launch outside the capture, N
 // launches captured into one CUDA graph, replayed once to warm up, then 3
 // replays between events: the median replay / N. Screening (unless
 // --exhaustive): of an alternative's tunable candidates, each is first
-// timed eager over 3 launches (after 1), and only the fastest of them and
-// the rule's own value are timed in full. Runs rotate over input sets of at least 600 MB in all
+// timed eager over 3 launches (after 1), and only the two fastest of them
+// and the values of the rule's and the compiled-in table's picks are timed
+// in full. Runs rotate over input sets of at least 600 MB in all
 // (at least 3 sets), so no run finds its inputs in L2. The device key
 // (kl_device) comes from the driver: compute capability, SM count, L2 size,
 // total memory, and the nominal bandwidth (memory clock x bus width).
@@ -49,7 +51,7 @@ namespace {
 
 const char kUsage[] =
     "usage: tune [--out FILE] [--policies eager,graph] [--runs N] [--only OP[,OP...]] [--quick] [--exhaustive]\n"
-    "            [--emit-c] [--device-id ID]\n"
+    "            [--device-id ID]\n"
     "  --out FILE        write the choice table (klaunch-choices 1) to FILE\n"
     "  --policies LIST   eager, graph or both (default both)\n"
     "  --runs N          launches a time is the median of (eager) or a graph holds (graph); default 8\n"
@@ -57,7 +59,6 @@ const char kUsage[] =
     "                    mla_decode_attn_bf16, mla_decode_attn_fp8, mla_absorbed_attention, grouped_gemm)\n"
     "  --quick           a few shapes an operation, fewer candidates: a smoke run\n"
     "  --exhaustive      time every tunable candidate in full (default: screen them, time the best and the rule's)\n"
-    "  --emit-c          also print the table as the body of kl_choice_builtin_table() (klaunch/choose.h)\n"
     "  --device-id ID    the table's device id (default: from the device's name)\n";
 
 typedef struct CUgraph_st *Graph;

@@ -592,7 +592,7 @@ static inline kl_scale_choice kl_scale_choose(const kl_scale_shape *shape, const
         kl__keys[1] = shape->cols;
         if (table != NULL && kl_choice_lookup(table, &kl_scale_op, device, (uint32_t)policy, kl__keys, kl__scale_fits, &kl__ctx, &kl__alt, kl__tun))
             kl__out.source = KL_CHOICE_TABLE;
-        else if (kl_choice_lookup(kl_choice_builtin_table(), &kl_scale_op, device, (uint32_t)policy, kl__keys, kl__scale_fits, &kl__ctx, &kl__alt, kl__tun))
+        else if ((table == NULL || !(table->flags & KL_CHOICE_TABLE_ONLY)) && kl_choice_lookup(kl_choice_builtin_table(), &kl_scale_op, device, (uint32_t)policy, kl__keys, kl__scale_fits, &kl__ctx, &kl__alt, kl__tun))
             kl__out.source = KL_CHOICE_BUILTIN;
         if (kl__out.source != KL_CHOICE_NONE) {
             kl__out.alternative = (int)kl__alt;
