@@ -84,7 +84,7 @@
 //                 one's tail), per launch, beside the persistent _mma
 //                 launcher's; each beside the _mma dispatch of the same
 //                 problem. Targets (issue 21, on the _tma persistent rows,
-//                 kl_paged_decode_gqa_pick's choice): bf16 32 x 4096 >=
+//                 the rule's choice on sm_90a): bf16 32 x 4096 >=
 //                 0.98 of copy and >= 1.0x SDPA, fp8 >= 1.8x bf16
 //                 tokens/s, 1 x 32768 >= 0.85 of copy. Outputs checked
 //                 against the _mma seed kernel's, counters zero after the
@@ -92,6 +92,13 @@
 //                 launch with Q's rows off 16 bytes, and with K and V read
 //                 as [block, kv head, slot, d] (timing only): the cost of
 //                 the contract's token-major cache rows.
+//   chooser       each shape with persistent rows: what
+//                 kl_paged_decode_gqa_{bf16,fp8}_choose picks there (no
+//                 table: the compiled-in one where it has this card, else
+//                 the rule; eager; the device from the driver), its
+//                 tunables and where it came from, and the time the rows
+//                 above measured for that launch at those tunables (no
+//                 launch of its own; "not timed" where they swept others).
 // Correctness guard: the split path's output is compared with the seed
 // kernel's on the same inputs (relative difference < 1e-2), and the _mma
 // seed-grid output with the scalar one, else exit 1.
@@ -638,9 +645,14 @@ bool g_json_first = true;
 // Split-KV fraction of copy by shape key + split count, for the long-sequence sweep.
 std::map<std::string, double> g_split_frac;
 
+// Every number written, by key: the chooser's row reads back the time this
+// run measured for the launch it picks.
+std::map<std::string, double> g_nums;
+
 void json_num(const std::string &key, double v) {
     g_json << (g_json_first ? "" : ",\n") << "  \"" << key << "\": " << v;
     g_json_first = false;
+    g_nums[key] = v;
 }
 void json_str(const std::string &key, const std::string &v) {
     g_json << (g_json_first ? "" : ",\n") << "  \"" << key << "\": \"" << v << "\"";
@@ -648,6 +660,103 @@ void json_str(const std::string &key, const std::string &v) {
 }
 
 double gbps(uint64_t bytes, double us) { return bytes / (us * 1e3); }
+
+// ---- the project's choice ----------------------------------------------------------
+
+// The device as the chooser's tables key it (klaunch/choose.h, KEY), read
+// from the driver as tools/tune describes it, so that the compiled-in
+// table's rows for this card match here.
+kl_device describe_device() {
+    typedef int (*TotalMemFn)(size_t *bytes, int device);
+    auto attribute = [](int attr) {
+        int v = 0;
+        cu(g_cuda.api.device_get_attribute(&v, attr, g_cuda.device), "cuDeviceGetAttribute");
+        return v;
+    };
+    kl_device d;
+    std::memset(&d, 0, sizeof d);
+    d.cc_major = static_cast<uint32_t>(attribute(75 /* COMPUTE_CAPABILITY_MAJOR */));
+    d.cc_minor = static_cast<uint32_t>(attribute(76 /* COMPUTE_CAPABILITY_MINOR */));
+    d.sm_count = static_cast<uint32_t>(attribute(16 /* MULTIPROCESSOR_COUNT */));
+    d.l2_bytes = static_cast<uint64_t>(attribute(38 /* L2_CACHE_SIZE */));
+    size_t mem = 0;
+    cu(symbol<TotalMemFn>("cuDeviceTotalMem_v2", "cuDeviceTotalMem")(&mem, g_cuda.device), "cuDeviceTotalMem");
+    d.mem_bytes = mem;
+    const double clock_khz = attribute(36 /* MEMORY_CLOCK_RATE */), bus_bits = attribute(37 /* GLOBAL_MEMORY_BUS_WIDTH */);
+    d.mem_bandwidth_gbs = static_cast<uint32_t>(2.0 * clock_khz * 1e3 * bus_bits / 8.0 / 1e9 + 0.5);
+    return d;
+}
+
+kl_device g_dev;  // describe_device(), once in main()
+
+// What kl_paged_decode_gqa_{bf16,fp8}_choose takes for a shape of this
+// program, as a caller would ask: no table (the compiled-in one where it
+// has this card, else the rule), eager (this program times launches one by
+// one), the handles that loaded, the caches aligned (cudaMalloc'd) and the
+// persistent buffers kept (they are). alt: KL_PAGED_DECODE_GQA_BF16_*,
+// which the fp8 enumerators equal.
+struct ChooserPick {
+    int alt;
+    std::string name;  // the alternative's name in the spec, "none" when none applies
+    uint32_t num_splits, num_ctas;
+    kl_choice_source source;
+};
+
+const char *source_name(kl_choice_source s) {
+    return s == KL_CHOICE_TABLE     ? "table"
+           : s == KL_CHOICE_BUILTIN ? "compiled-in table"
+           : s == KL_CHOICE_RULE    ? "rule"
+                                    : "none";
+}
+
+ChooserPick chooser_pick(const Shape &s) {
+    ChooserPick r;
+    if (!s.fp8) {
+        kl_paged_decode_gqa_bf16_kernels ks;
+        ks.mma_seed = &g_k.attn_bf16_mma, ks.mma_split = &g_k.split_bf16_mma, ks.mma_persist = &g_k.persist_bf16;
+        ks.bulk_seed = &g_k.attn_bf16_bulk, ks.bulk_persist = &g_k.persist_bf16_bulk;
+        ks.tma_seed = &g_k.attn_bf16_tma, ks.tma_persist = &g_k.persist_bf16_tma;
+        ks.scalar_seed = &g_k.attn_bf16, ks.scalar_split = &g_k.split_bf16;
+        const kl_paged_decode_gqa_bf16_shape sh = {s.num_seqs, kNq, kNkv, kHd, kBs, s.window, s.seq_len, true, true};
+        const kl_paged_decode_gqa_bf16_choice c = kl_paged_decode_gqa_bf16_choose(&sh, &g_dev, nullptr, KL_CHOICE_EAGER, &ks);
+        r = {c.alternative, c.alternative >= 0 ? kl_paged_decode_gqa_bf16_op.alternatives[c.alternative] : "none",
+             c.num_splits, c.num_ctas, c.source};
+    } else {
+        kl_paged_decode_gqa_fp8_kernels ks;
+        ks.mma_seed = &g_k.attn_fp8_mma, ks.mma_split = &g_k.split_fp8_mma, ks.mma_persist = &g_k.persist_fp8;
+        ks.bulk_seed = &g_k.attn_fp8_bulk, ks.bulk_persist = &g_k.persist_fp8_bulk;
+        ks.tma_seed = &g_k.attn_fp8_tma, ks.tma_persist = &g_k.persist_fp8_tma;
+        ks.scalar_seed = &g_k.attn_fp8, ks.scalar_split = &g_k.split_fp8;
+        const kl_paged_decode_gqa_fp8_shape sh = {s.num_seqs, kNq, kNkv, kHd, kBs, s.window,
+                                                  uint64_t{kBs} * kNkv * kHd, s.seq_len, true, true};
+        const kl_paged_decode_gqa_fp8_choice c = kl_paged_decode_gqa_fp8_choose(&sh, &g_dev, nullptr, KL_CHOICE_EAGER, &ks);
+        r = {c.alternative, c.alternative >= 0 ? kl_paged_decode_gqa_fp8_op.alternatives[c.alternative] : "none",
+             c.num_splits, c.num_ctas, c.source};
+    }
+    return r;
+}
+
+// The key under which this run timed the picked launch at its tunables, of
+// the shape whose rows are under `key` (bench_impl's, bench_persist's and
+// bench_bulk's keys); "" for none.
+std::string chooser_timing_key(const std::string &key, const ChooserPick &c) {
+    const std::string n = std::to_string(c.alt == KL_PAGED_DECODE_GQA_BF16_MMA_SPLIT ||
+                                                 c.alt == KL_PAGED_DECODE_GQA_BF16_SCALAR_SPLIT
+                                             ? c.num_splits
+                                             : c.num_ctas);
+    switch (c.alt) {
+    case KL_PAGED_DECODE_GQA_BF16_MMA_SEED: return key + "_mma_seed_us";
+    case KL_PAGED_DECODE_GQA_BF16_MMA_SPLIT: return key + "_mma_split" + n + "_us";
+    case KL_PAGED_DECODE_GQA_BF16_MMA_PERSIST: return key + "_mma_persist" + n + "_us";
+    case KL_PAGED_DECODE_GQA_BF16_BULK_SEED: return key + "_mma_bulk_seed_us";
+    case KL_PAGED_DECODE_GQA_BF16_BULK_PERSIST: return key + "_mma_bulk_persist" + n + "_us";
+    case KL_PAGED_DECODE_GQA_BF16_TMA_SEED: return key + "_mma_tma_seed_us";
+    case KL_PAGED_DECODE_GQA_BF16_TMA_PERSIST: return key + "_mma_tma_persist" + n + "_us";
+    case KL_PAGED_DECODE_GQA_BF16_SCALAR_SEED: return key + "_seed_us";
+    case KL_PAGED_DECODE_GQA_BF16_SCALAR_SPLIT: return key + "_split" + n + "_us";
+    default: return "";
+    }
+}
 
 // --trace: the kernels of `path` (bench/decode/trace.sh: PAGED_DECODE_TRACE
 // defined) stamp each persistent block's phases into the device array
@@ -891,6 +1000,7 @@ int main(int argc, char **argv) {
     char name[256] = "?";
     kl_cuda_device_name(&g_cuda, name, sizeof name);
     const uint32_t sms = sm_count();
+    g_dev = describe_device();
     std::printf("decode_bench on %s (%u SMs), median of %d runs after %d warm-up, KV sets rotated, block tables %s\n",
                 name, sms, g_runs, kWarmup, g_tables_in_order ? "in order" : "shuffled");
     json_str("device", name);
@@ -1094,15 +1204,14 @@ int main(int argc, char **argv) {
                 for (int i = 0; i < kB2b; i++) launch_persist(p, run * kB2b + i, r);
             }, g_mma_stream) / kB2b;
         check_persist_counters(p, (k + " (back to back)").c_str());
-        const kl_paged_decode_gqa_path pick =
-            kl_paged_decode_gqa_pick(s.num_seqs, kNkv, s.seq_len, s.window, kBs, sms, true, true, true);
+        const ChooserPick pick = chooser_pick(s);
         std::printf("  %s persistent: rule %u blocks %.3f of copy, best %u blocks %.3f (the rule %.3f of the best); "
                     "over the _mma dispatch %.3fx; %d back to back: %.1f us a launch (%.3f of copy; persistent _mma "
-                    "%.1f us, %.3f); kl_paged_decode_gqa_pick: %d\n",
+                    "%.1f us, %.3f); the chooser's pick: %s\n",
                     kind.c_str(), r, gbps(p.kv_bytes_read(), rule_us) / copy_gbps, best_n,
                     gbps(p.kv_bytes_read(), best_us) / copy_gbps, best_us / rule_us, old_us / rule_us, kB2b, b2b_us,
                     gbps(p.kv_bytes_read(), b2b_us) / copy_gbps, b2b_mma_us,
-                    gbps(p.kv_bytes_read(), b2b_mma_us) / copy_gbps, static_cast<int>(pick));
+                    gbps(p.kv_bytes_read(), b2b_mma_us) / copy_gbps, pick.name.c_str());
         json_num(k + "_persist_rule_ctas", r);
         json_num(k + "_persist_rule_us", rule_us);
         json_num(k + "_persist_rule_fraction_of_copy", gbps(p.kv_bytes_read(), rule_us) / copy_gbps);
@@ -1114,12 +1223,35 @@ int main(int argc, char **argv) {
         json_num(k + "_b2b_fraction_of_copy", gbps(p.kv_bytes_read(), b2b_us) / copy_gbps);
         json_num(k0 + "_persist_b2b_us", b2b_mma_us);
         json_num(k0 + "_persist_b2b_fraction_of_copy", gbps(p.kv_bytes_read(), b2b_mma_us) / copy_gbps);
-        json_num(k + "_pick", static_cast<int>(pick));
+        json_num(k + "_pick", pick.alt);  // KL_PAGED_DECODE_GQA_BF16_*: the former kl_paged_decode_gqa_path's numbers
         if (rule_us_out) *rule_us_out = rule_us;
+    };
+    // What the chooser picks for a shape whose rows have all been timed
+    // (keys <key>_chooser_*), and that launch's time from those rows: no
+    // launch of its own, so "not timed" where its tunables are none the
+    // rows swept (a compiled-in table's other count, say).
+    auto report_choice = [&](const std::string &key, const Problem &p) {
+        const ChooserPick c = chooser_pick(p.shape);
+        const std::string tk = chooser_timing_key(key, c);
+        const auto it = g_nums.find(tk);
+        std::printf("  the chooser's pick (eager, no table): %s, num_splits %u, num_ctas %u, from the %s", c.name.c_str(),
+                    c.num_splits, c.num_ctas, source_name(c.source));
+        json_str(key + "_chooser_alt", c.name);
+        json_str(key + "_chooser_source", source_name(c.source));
+        json_num(key + "_chooser_num_splits", c.num_splits);
+        json_num(key + "_chooser_num_ctas", c.num_ctas);
+        if (it == g_nums.end()) {
+            std::printf("; not timed in this run\n");
+            return;
+        }
+        std::printf(": %.1f us, %.3f of copy (%s)\n", it->second, gbps(p.kv_bytes_read(), it->second) / copy_gbps,
+                    tk.c_str());
+        json_num(key + "_chooser_us", it->second);
+        json_num(key + "_chooser_fraction_of_copy", gbps(p.kv_bytes_read(), it->second) / copy_gbps);
     };
     // The scalar rows of a shape, then (mma) the _mma rows on the same
     // problem, then (persist) the persistent rows and, where they load,
-    // the copy-engine rows.
+    // the copy-engine rows; then (persist) the chooser's pick.
     auto bench_shape = [&](const char *key, const Shape &s, const std::vector<uint32_t> &splits_list,
                            double *dispatch_us_out, bool mma = false, double *mma_us_out = nullptr,
                            bool persist = false, double *persist_us_out = nullptr, double *bulk_us_out = nullptr) {
@@ -1138,6 +1270,7 @@ int main(int argc, char **argv) {
                 bench_bulk(std::string(key) + "_mma", p, mus, &ignored, false);
                 bench_bulk(std::string(key) + "_mma", p, mus, bulk_us_out, true);
             }
+            if (persist) report_choice(key, p);
         }
         return r;
     };

@@ -8,8 +8,8 @@ measure / target (>= 1 meets it; for "flat" the ratio is target / measure).
 
 The FlashInfer rows (issue 45): at each shape both ran, klaunch's tokens/s
 over FlashInfer's (FlashInfer's time / klaunch's: the best of its variants,
-eager or CUDA graph replay) for the launcher kl_paged_decode_gqa_pick takes
-(the `_tma` persistent rows at the rule's grid; the `_mma` persistent or the
+eager or CUDA graph replay) for the launcher the chooser's rule takes on
+sm_90a (the `_tma` persistent rows at the rule's grid; the `_mma` persistent or the
 dispatch rows where a run has no `_tma` ones), target >= 1.0 at 32 x 4096
 bf16; and over the fixed-cost sweep's grid (32 x 256..4096, 1 x
 2048..32768, the `_tma` persistent launcher at the rule's grid), one row a
@@ -20,13 +20,30 @@ import json
 import re
 
 # flashinfer_decode.py's shape -> decode_bench's keys for the same problem,
-# kl_paged_decode_gqa_pick's launcher first.
+# the launcher the chooser's rule takes on sm_90a first.
 FI_MAIN = (
     ("32x4096_bf16", "bf16 32 x 4096", ("gqa_bf16_mma_tma", "gqa_bf16_mma", "gqa_bf16"), 1.0),
     ("32x4096_fp8", "fp8 32 x 4096", ("gqa_fp8_mma_tma", "gqa_fp8_mma", "gqa_fp8"), None),
     ("1x32768_bf16", "bf16 1 x 32768", ("long_seq_mma_tma", "long_seq_mma", "long_seq"), None),
     ("1x32768_fp8", "fp8 1 x 32768", ("long_seq_fp8_mma_tma", "long_seq_fp8_mma", "long_seq_fp8"), None),
 )
+
+
+# decode_bench's shapes with a chooser's pick (keys <key>_chooser_*).
+CHOOSER_SHAPES = (("gqa_bf16", "bf16 32 x 4096"), ("gqa_fp8", "fp8 32 x 4096"), ("long_seq", "bf16 1 x 32768"),
+                  ("long_seq_fp8", "fp8 1 x 32768"))
+
+
+def chooser_pick(b, key):
+    """The pick as text: its alternative, its tunable, where it came from."""
+    if b[key + "_chooser_alt"] == "none":
+        return "none applies"
+    tun = ""
+    if b.get(key + "_chooser_num_splits"):
+        tun = " (%d splits)" % b[key + "_chooser_num_splits"]
+    elif b.get(key + "_chooser_num_ctas"):
+        tun = " (%d blocks)" % b[key + "_chooser_num_ctas"]
+    return "%s%s, from the %s" % (b[key + "_chooser_alt"], tun, b[key + "_chooser_source"])
 
 
 def klaunch_us(b, keys):
@@ -141,8 +158,8 @@ def main():
     if "persist_fp8_over_bf16_tokens_per_s" in b:
         row("persistent fp8 32 x 4096: tokens/s over persistent bf16", b["persist_fp8_over_bf16_tokens_per_s"],
             "{:.3f}", 1.6)
-    # The copy-engine launchers (issue 21's targets on the _tma rows:
-    # kl_paged_decode_gqa_pick's choice for these shapes), where they loaded.
+    # The copy-engine launchers (issue 21's targets on the _tma rows: the
+    # chooser's rule's choice for these shapes), where they loaded.
     if b.get("bulk_supported"):
         for kind in ("tma", "bulk"):
             for key, label, target in (("gqa_bf16_mma", "bf16 32 x 4096", 0.98),
@@ -177,6 +194,16 @@ def main():
                 b["tma_fp8_over_bf16_tokens_per_s"], "{:.3f}", 1.8)
     elif "bulk_supported" in b:
         rows.append(("copy-engine (bulk, tma) launchers", "n/a", "", "need sm_90a"))
+    # What kl_paged_decode_gqa_{bf16,fp8}_choose picks (no table, eager) and
+    # the time the run measured for that launch (n/a: its tunables not swept).
+    for key, label in CHOOSER_SHAPES:
+        if key + "_chooser_alt" not in b:
+            continue
+        row("chooser's pick %s: %s, fraction of copy" % (label, chooser_pick(b, key)),
+            b.get(key + "_chooser_fraction_of_copy"), "{:.3f}")
+    if "gqa_bf16_chooser_us" in b and "gqa_fp8_chooser_us" in b:
+        row("chooser's pick fp8 32 x 4096: tokens/s over the chooser's bf16 pick",
+            b["gqa_bf16_chooser_us"] / b["gqa_fp8_chooser_us"], "{:.3f}")
     if "window_max_over_min" in b:
         for n in (8192, 16384, 32768):
             row("window 4096 over %d: time (us)" % n, b["window4096_len%d_dispatch_us" % n], "{:.1f}")
@@ -212,11 +239,14 @@ def main():
                 if k + "_persist_rule_us" not in b:
                     continue
                 kl = b["gqa_bf16_mma_kv_bytes"] / (b[k + "_persist_rule_us"] * 1e3)
-                row("%s persistent bf16%s over torch SDPA (K+V bytes/s)"
-                    % (kind, " (kl_paged_decode_gqa_pick's)" if kind == "tma" else ""),
+                row("%s persistent bf16 over torch SDPA (K+V bytes/s)" % kind,
                     kl / t["best_kv_gbps"], "{:.3f}", 1.0 if kind == "tma" else None)
                 kl = b["gqa_bf16_mma_kv_bytes"] / (b[k + "_seed_us"] * 1e3)
                 row("%s seed grid bf16 over torch SDPA" % kind, kl / t["best_kv_gbps"], "{:.3f}")
+            if "gqa_bf16_chooser_us" in b:
+                kl = b["gqa_bf16_mma_kv_bytes"] / (b["gqa_bf16_chooser_us"] * 1e3)
+                row("chooser's pick bf16 32 x 4096 over torch SDPA (K+V bytes/s)", kl / t["best_kv_gbps"], "{:.3f}",
+                    1.0)
         else:
             rows.append(("torch SDPA", "n/a", "", t.get("error", "failed")))
     if fi is not None:

@@ -38,7 +38,7 @@ class DecodeTableTest(unittest.TestCase):
         self.assertIn("tma persistent bf16 32 x 4096 (128 blocks), fraction of copy", rows)
         b, t = json.load(open(BENCH)), json.load(open(TORCH))
         want = b["gqa_bf16_mma_kv_bytes"] / (b["gqa_bf16_mma_tma_persist_rule_us"] * 1e3) / t["best_kv_gbps"]
-        got = rows["tma persistent bf16 (kl_paged_decode_gqa_pick's) over torch SDPA (K+V bytes/s)"]
+        got = rows["tma persistent bf16 over torch SDPA (K+V bytes/s)"]
         self.assertAlmostEqual(float(got[0]), want, places=3)
         self.assertEqual(got[1], ">= 1.000")
         self.assertIn("torch SDPA (enable_gqa) 32 x 4096 bf16: K+V GB/s", rows)
@@ -59,6 +59,54 @@ class DecodeTableTest(unittest.TestCase):
         self.assertAlmostEqual(float(rows["tma seed grid bf16 over torch SDPA"][0]), want, places=3)
         self.assertFalse([k for k in rows if "32768" in k or k.startswith("window")])
 
+
+    def test_runs_before_the_chooser_have_no_chooser_rows(self):
+        self.assertFalse([k for k in table("--torch", TORCH) if "chooser" in k])
+
+
+class ChooserRowsTest(unittest.TestCase):
+    """The chooser's rows, on the H200 run's JSON with the keys decode_bench
+    now writes added from that run's own fields (the rule's pick there: the
+    _tma persistent launcher at 128 blocks; 1 x 32768 fp8 at a grid the run
+    did not time)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="decode-table-test-")
+        b = json.load(open(BENCH))
+        for key in ("gqa_bf16", "gqa_fp8", "long_seq", "long_seq_fp8"):
+            b[key + "_chooser_alt"] = "tma_persist"
+            b[key + "_chooser_source"] = "rule"
+            b[key + "_chooser_num_splits"] = 0
+            b[key + "_chooser_num_ctas"] = 128
+            if key != "long_seq_fp8":
+                b[key + "_chooser_us"] = b[key + "_mma_tma_persist128_us"]
+                b[key + "_chooser_fraction_of_copy"] = b[key + "_mma_tma_persist_rule_fraction_of_copy"]
+        self.b = b
+        self.path = os.path.join(self.tmp, "bench.json")
+        with open(self.path, "w") as f:
+            json.dump(b, f)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_the_pick_its_fraction_of_copy_and_sdpa(self):
+        rows = table_rows(os.path.join(HERE, "table.py"), self.path, "--torch", TORCH)
+        b, t = self.b, json.load(open(TORCH))
+        got = rows["chooser's pick bf16 32 x 4096: tma_persist (128 blocks), from the rule, fraction of copy"]
+        self.assertAlmostEqual(float(got[0]), b["gqa_bf16_mma_tma_persist_rule_fraction_of_copy"], places=3)
+        want = b["gqa_bf16_mma_kv_bytes"] / (b["gqa_bf16_mma_tma_persist128_us"] * 1e3) / t["best_kv_gbps"]
+        got = rows["chooser's pick bf16 32 x 4096 over torch SDPA (K+V bytes/s)"]
+        self.assertAlmostEqual(float(got[0]), want, places=3)
+        self.assertEqual(got[1], ">= 1.000")
+        got = rows["chooser's pick fp8 32 x 4096: tokens/s over the chooser's bf16 pick"]
+        self.assertAlmostEqual(float(got[0]), b["gqa_bf16_mma_tma_persist128_us"] / b["gqa_fp8_mma_tma_persist128_us"],
+                               places=3)
+
+    def test_a_pick_the_run_did_not_time_is_na(self):
+        rows = table_rows(os.path.join(HERE, "table.py"), self.path)
+        self.assertEqual(rows["chooser's pick fp8 1 x 32768: tma_persist (128 blocks), from the rule, fraction of copy"][0],
+                         "n/a")
+        self.assertFalse([k for k in rows if "SDPA" in k])
 
 
 class FlashInferRowsTest(unittest.TestCase):
@@ -90,7 +138,7 @@ class FlashInferRowsTest(unittest.TestCase):
         label = "FlashInfer decode bf16 32 x 4096 (%s, graph replay): K+V GB/s" % r["best"]
         self.assertAlmostEqual(float(rows[label][0]), r["best_kv_gbps"], places=0)
         # The SDPA rows stay.
-        self.assertIn("tma persistent bf16 (kl_paged_decode_gqa_pick's) over torch SDPA (K+V bytes/s)", rows)
+        self.assertIn("tma persistent bf16 over torch SDPA (K+V bytes/s)", rows)
 
     def test_fp8_and_long_sequence_rows_read_their_own_keys(self):
         rows = table("--flashinfer", FLASHINFER)

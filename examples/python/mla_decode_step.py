@@ -83,7 +83,8 @@ def fp8_rope_offset(kv_lora):
 
 def choose(mod, want, fp8, cc_major, page):
     """(attention launcher, kind, why); launcher None when --launcher tma cannot run.
-    kl_mla_decode_pick's rule: _tma where its kl_X_get succeeded, on sm_90, pages a multiple of 64 positions."""
+    The rule of kl_mla_decode_attn_*_choose without a table (specs/mla_decode.yaml's fallback): _tma where its
+    kl_X_get succeeded, on sm_90, pages a multiple of 64 positions."""
     cache = "fp8" if fp8 else "bf16"
     tma, mma = "mla_decode_attn_%s_tma" % cache, "mla_decode_attn_%s_mma" % cache
     if want == "mma":

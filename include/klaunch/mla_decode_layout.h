@@ -70,11 +70,12 @@
  * CHOOSING A LAUNCHER (docs/MLA_DECODE.md)
  *   kl_mla_decode_attn_{bf16,fp8}_choose (generated from the spec's
  *   operations:, klaunch/choose.h) chooses by measurement where a table
- *   covers the card and shape, else by this rule, which
- *   kl_mla_decode_pick states for callers without the handles: the _tma
+ *   covers the card and shape, else by the spec's rule: the _tma
  *   launcher of the cache's type on sm_90 when it loaded (kl_X_get
- *   succeeded) and page_size % 64 == 0; the _mma ones everywhere else
- *   (tests/choose/choose_rule_test checks the two agree).
+ *   succeeded) and page_size % 64 == 0; the _mma ones everywhere else.
+ *   Call the chooser. kl_mla_decode_pick (below) is that rule by hand,
+ *   left only for bench/mla_decode's JSON until it moves to the chooser
+ *   (issue 45), then removed.
  *
  * ERROR REPORTING
  *   None of these functions fails or reports: they return values
@@ -165,10 +166,12 @@ KL__MLA_DECODE_FN uint32_t kl_mla_decode_fp8_token_bytes(uint32_t kv_lora) {
     return kl_mla_decode_fp8_rope_offset(kv_lora) + 128u;
 }
 
-/* Which attention launcher to call for a bf16 (fp8 == 0) or fp8 cache (see
- * CHOOSING A LAUNCHER): the _tma one of that cache when the device is sm_90
- * (cc_major 9), its kl_X_get succeeded (tma_loaded) and page_size is a
- * multiple of 64; else KL_MLA_DECODE_MMA. */
+/* DEPRECATED (issue 45): call kl_mla_decode_attn_{bf16,fp8}_choose. Kept
+ * only while bench/mla_decode/mla_decode_bench.cc still calls it; no other
+ * caller is left. The spec's rule by hand: the _tma launcher of a bf16
+ * (fp8 == 0) or fp8 cache when the device is sm_90 (cc_major 9), its
+ * kl_X_get succeeded (tma_loaded) and page_size is a multiple of 64; else
+ * KL_MLA_DECODE_MMA. */
 KL__MLA_DECODE_FN kl_mla_decode_kind kl_mla_decode_pick(int cc_major, int tma_loaded, uint32_t page_size, int fp8) {
     if (cc_major != 9 || !tma_loaded || page_size < 64u || page_size % 64u != 0u) return KL_MLA_DECODE_MMA;
     return fp8 ? KL_MLA_DECODE_FP8_TMA : KL_MLA_DECODE_BF16_TMA;

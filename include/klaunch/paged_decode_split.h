@@ -1,7 +1,7 @@
 /* paged_decode_split.h - split-KV (flash-decoding) helpers of the paged
  * decode family: the workspace size, the choice of num_splits, the
- * persistent launchers' grid, workspace and counters, which GQA-packed
- * launcher to call, and whether a GQA-packed kernel fits a shape.
+ * persistent launchers' grid, workspace and counters, and whether a
+ * GQA-packed kernel fits a shape.
  * Hand-written, header-only, C99 and C++;
  * needs only klaunch.h (every function is static inline).
  *
@@ -47,11 +47,14 @@
  *   (kl_paged_decode_split_workspace_bytes). The launchers check the
  *   workspace_bytes argument against the same formula.
  *
- * CHOOSING A LAUNCHER (kl_paged_decode_gqa_pick)
- *   From the shape, whether the copy-engine (*_gqa_bulk, *_gqa_tma; sm_90a)
- *   launchers load, whether the caches are 16-byte aligned, and whether
- *   the caller keeps the persistent launchers' workspace and counters; the
- *   function's comment says why, from counts.
+ * CHOOSING A LAUNCHER (kl_paged_decode_gqa_{bf16,fp8}_choose)
+ *   Generated from specs/paged_decode.yaml's operations (klaunch/choose.h):
+ *   from a table of measured times where one covers the device and shape,
+ *   else the spec's rule (its comment there says why, from counts), which
+ *   reads the shape, which copy-engine (*_gqa_bulk, *_gqa_tma; sm_90a)
+ *   handles loaded, whether the caches are 16-byte aligned and whether the
+ *   caller keeps the persistent launchers' workspace and counters. Its
+ *   num_splits and num_ctas default to the two functions below.
  *
  * CHOOSING num_splits (kl_paged_decode_num_splits)
  *   See the function. It returns 1 when the seed grid already keeps the
@@ -199,8 +202,8 @@ static inline uint32_t kl_paged_decode_num_splits(uint32_t num_seqs, uint32_t nu
  *       kl_paged_decode_persist_bf16_gqa_mma(&k, q, kc, vc, out, tables, lens, max_blocks,
  *           num_seqs, 32, 8, 128, 16, 0.088f, 4096, 0, workspace, counters, ctas, ws, nc, stream);
  *
- * Which to call: kl_paged_decode_gqa_pick (below) says, from the shape and
- * whether the copy-engine launchers load on this device.
+ * Which to call: kl_paged_decode_gqa_{bf16,fp8}_choose says, from the shape
+ * and the handles that loaded on this device (CHOOSING A LAUNCHER above).
  */
 
 /* Bytes of workspace: 8 * num_ctas * pack_width * (head_dim + 2); UINT64_MAX
@@ -258,104 +261,6 @@ static inline uint32_t kl_paged_decode_persist_ctas(uint32_t num_seqs, uint32_t 
     window = (sliding_window != 0u && sliding_window < max_seq_len) ? sliding_window : max_seq_len;
     tiles = units * (window == 0u ? 1u : ((uint64_t)window + 15u) / 16u);
     return (uint32_t)(tiles < n ? tiles : n);
-}
-
-/* ---- which GQA-packed launcher (kl_paged_decode_gqa_pick) ----
- *
- * Measured on the H200 (2026-12-04, docs/PERFORMANCE.md, issue 21's
- * outcome): the _tma persistent launchers 1.013 (bf16) and 0.872 (fp8) of
- * copy at 32 x 4096, over the _mma dispatch's 0.994 and 0.794; the _bulk
- * (row-copy) ones 0.695 and 0.338, below the _mma ones, their producer
- * warps the limit (one cp.async.bulk a row, serialised by ptxas). So the
- * rule never picks _bulk: other block sizes, and caches off 16 bytes, take
- * the _mma launchers; BULK_SEED and BULK_PERSIST stay for callers that
- * name them. The counts below are the reasoning written before that run.
- *
- * The GQA-packed launchers of one cache type, all with the same function
- * and numerics (specs/paged_decode.yaml):
- *   KL_PAGED_DECODE_GQA_MMA_SEED      paged_decode_attn_{bf16,fp8}_gqa_mma
- *   KL_PAGED_DECODE_GQA_MMA_SPLIT     paged_decode_split_{bf16,fp8}_gqa_mma at
- *                                     kl_paged_decode_num_splits + the (PDL) combine
- *   KL_PAGED_DECODE_GQA_MMA_PERSIST   paged_decode_persist_{bf16,fp8}_gqa_mma at
- *                                     kl_paged_decode_persist_ctas
- *   KL_PAGED_DECODE_GQA_BULK_SEED     paged_decode_attn_{bf16,fp8}_gqa_bulk
- *   KL_PAGED_DECODE_GQA_BULK_PERSIST  paged_decode_persist_{bf16,fp8}_gqa_bulk at
- *                                     kl_paged_decode_persist_ctas
- *   KL_PAGED_DECODE_GQA_TMA_SEED      paged_decode_attn_{bf16,fp8}_gqa_tma
- *   KL_PAGED_DECODE_GQA_TMA_PERSIST   paged_decode_persist_{bf16,fp8}_gqa_tma at
- *                                     kl_paged_decode_persist_ctas
- * have_bulk: the copy-engine launchers load (kl_X_get of a *_gqa_bulk or
- * *_gqa_tma launcher returned KL_SUCCESS: an sm_90a image on an
- * H100/H200; KL_ERROR_UNSUPPORTED elsewhere). aligned: both cache pointers
- * and the block stride's bytes (bf16: always; fp8: cache_stride) are
- * multiples of 16, as cudaMalloc'd caches are: the _tma builders encode
- * their maps (kl_..._gqa_tma_k_map_encode returns KL_SUCCESS) and the
- * _bulk launchers copy rows by the engine. persistent_ok: the caller
- * keeps the persistent launchers' workspace and zeroed counters (above);
- * without them the seed-grid or split launchers.
- *
- * The rule, and why (counts: docs/PERFORMANCE.md, "Decode past the scalar
- * limit"; H200: 132 SMs, copy ~4.2 TB/s = 16.1 bytes a cycle an SM):
- *   have_bulk, aligned, block_size % 16 == 0 -> TMA_PERSIST (TMA_SEED
- *     without persistent_ok);
- *   else persistent_ok and kl_paged_decode_num_splits(...) > 1 -> MMA_PERSIST;
- *   else that count > 1 -> MMA_SPLIT; else MMA_SEED.
- *   (Caches off 16 bytes: the _bulk launchers would copy them through 4
- *   producer warps' registers, element by element, where the _mma
- *   launchers' general path loads them with all 8 warps.)
- * - Bytes in flight. An SM streams 16.1 bytes a cycle only with about
- *   latency x rate bytes outstanding (1-2 us under load: 32-64 KB). The
- *   _mma kernels hold them in the tensor-core warps' registers: at most 8
- *   warps x 8 KiB (bf16) or 8 x 2 x 4 KiB (fp8) = 64 KiB, and a warp
- *   issues its next tile only between computing two: measured 0.97
- *   (bf16) and 0.78 (fp8) of copy at 32 x 4096. The copy-engine kernels
- *   keep a 128 KiB shared-memory ring full from one producer warp (16 x 8
- *   KiB or 32 x 4 KiB tiles), whatever the consumers are doing.
- * - Copies per tile (16 positions of one KV head: 8 KiB bf16, 4 KiB fp8,
- *   due every 508 / 254 cycles an SM at copy speed). A KV head's rows of
- *   a cache block are num_kv_heads * 128 elements apart, so without a
- *   tensor map each row is a cp.async.bulk: 32 a tile, which ptxas
- *   serialises through the uniform datapath (an elect / R2UR / UBLKCP
- *   loop of one iteration a lane: ~8 instructions each, ~300 a tile for
- *   the producer warp, over the fp8 budget). With the maps a tile is 4
- *   (bf16) or 2 (fp8) cp.async.bulk.tensor boxes issued by one lane, ~80
- *   producer instructions a tile and 16x fewer copy-engine requests.
- * - Consumer work per byte (SASS, bench/decode/sass_count.py): the ring
- *   loops read 16 (bf16) / 8 (fp8) ld.shared.v4 a lane a tile and hold no
- *   address arithmetic or table walk: 1.1-1.4 (bf16) and 2.6-2.9 (fp8)
- *   thread instructions a cache byte against the 7.8 an SM can issue while
- *   memory keeps up; memory, not the consumers, is the fp8 loop's limit.
- * - Persistent over seed grid with these cores: the producer streams
- *   across a block's units, so a block ramps once (32 x 4096 at 128
- *   blocks: 2 units a block in one stream instead of the seed grid's two
- *   waves of 256 blocks, each with its ramp), cut units (1 x 32768) merge
- *   in one L2 round trip, and it is a programmatic dependent launch.
- * - Without the copy-engine launchers, as measured on the H200 (docs/
- *   PERFORMANCE.md, 2026-12-02): the persistent _mma launcher 1.03x the
- *   split path where num_splits > 1, the _mma seed grid 1.02x the
- *   persistent one where it is 1.
- * Degenerate shapes (as kl_paged_decode_num_splits returns 1 for them)
- * give KL_PAGED_DECODE_GQA_MMA_SEED without the copy-engine launchers. */
-typedef enum kl_paged_decode_gqa_path {
-    KL_PAGED_DECODE_GQA_MMA_SEED = 0,
-    KL_PAGED_DECODE_GQA_MMA_SPLIT = 1,
-    KL_PAGED_DECODE_GQA_MMA_PERSIST = 2,
-    KL_PAGED_DECODE_GQA_BULK_SEED = 3,
-    KL_PAGED_DECODE_GQA_BULK_PERSIST = 4,
-    KL_PAGED_DECODE_GQA_TMA_SEED = 5,
-    KL_PAGED_DECODE_GQA_TMA_PERSIST = 6
-} kl_paged_decode_gqa_path;
-
-static inline kl_paged_decode_gqa_path kl_paged_decode_gqa_pick(uint32_t num_seqs, uint32_t num_kv_heads,
-                                                                uint32_t max_seq_len, uint32_t sliding_window,
-                                                                uint32_t block_size, uint32_t sm_count,
-                                                                bool have_bulk, bool aligned, bool persistent_ok) {
-    uint32_t splits;
-    if (have_bulk && aligned && block_size != 0u && block_size % 16u == 0u)
-        return persistent_ok ? KL_PAGED_DECODE_GQA_TMA_PERSIST : KL_PAGED_DECODE_GQA_TMA_SEED;
-    splits = kl_paged_decode_num_splits(num_seqs, num_kv_heads, max_seq_len, sliding_window, block_size, sm_count);
-    if (splits <= 1u) return KL_PAGED_DECODE_GQA_MMA_SEED;
-    return persistent_ok ? KL_PAGED_DECODE_GQA_MMA_PERSIST : KL_PAGED_DECODE_GQA_MMA_SPLIT;
 }
 
 /* Does the GQA-packed kernel `gqa_kernel` (a handle from

@@ -1,8 +1,8 @@
 // The MLA decode launchers through the recording backend (no GPU): the
 // geometry the kernels are written for (specs/mla_decode.yaml and the
 // kernels' headers), the packed arguments, the launch attributes, every
-// refusal with its status; and the sizes and rules of
-// klaunch/mla_decode_layout.h, from their documented formulas.
+// refusal with its status; the sizes of klaunch/mla_decode_layout.h, from
+// their documented formulas; and the rule of kl_mla_decode_attn_*_choose.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -413,15 +413,75 @@ TEST(MlaDecodeLayout, PartsFillTheMultiprocessors) {
     EXPECT_EQ(65535u, kl_mla_decode_num_parts(KL_MLA_DECODE_MMA, 100000, 1, 1)) << "at most the grid's y";
 }
 
-TEST(MlaDecodeLayout, PickTakesTheCopyEngineOnHopperOnly) {
-    EXPECT_EQ(KL_MLA_DECODE_BF16_TMA, kl_mla_decode_pick(9, 1, 64, 0));
-    EXPECT_EQ(KL_MLA_DECODE_BF16_TMA, kl_mla_decode_pick(9, 1, 256, 0));
-    EXPECT_EQ(KL_MLA_DECODE_FP8_TMA, kl_mla_decode_pick(9, 1, 64, 1));
-    EXPECT_EQ(KL_MLA_DECODE_MMA, kl_mla_decode_pick(9, 1, 32, 0)) << "a box is 64 positions of a page";
-    EXPECT_EQ(KL_MLA_DECODE_MMA, kl_mla_decode_pick(9, 1, 32, 1));
-    EXPECT_EQ(KL_MLA_DECODE_MMA, kl_mla_decode_pick(9, 0, 64, 0)) << "the sm_90a image did not load";
-    EXPECT_EQ(KL_MLA_DECODE_MMA, kl_mla_decode_pick(8, 1, 64, 1));
-    EXPECT_EQ(KL_MLA_DECODE_MMA, kl_mla_decode_pick(10, 1, 64, 0));
+// The rule of kl_mla_decode_attn_{bf16,fp8}_choose (the spec's fallback,
+// asked alone: a rule-only table, no rows and the compiled-in table
+// skipped): the expectations once written for kl_mla_decode_pick, now of
+// the chooser, with num_parts kl_mla_decode_num_parts of the chosen kind.
+struct MlaChoice {
+    kl_mla_decode_attn_bf16_choice bf;
+    kl_mla_decode_attn_fp8_choice f8;
+};
+
+// deepseek_v4_flash (D 576) with the sm_90a image (the _tma launchers load)
+// or without; batch 5, s_q 2, h_q 24 (Shape's) at `page` on a device of
+// compute capability cc_major with 132 SMs.
+MlaChoice mla_choose(bool sm90a, uint32_t cc_major, uint32_t page) {
+    kl_record recs[1];
+    kl_record_backend rb;
+    kl_record_backend_init(&rb, recs, 1);
+    rb.max_dynamic_shared = 227 * 1024;
+    const kl_variant_info *v = kl_mla_decode_variant_info;
+    while (v->name != nullptr && std::string(v->name) != "deepseek_v4_flash") ++v;
+    const std::string text = std::string(v->module_info) + (sm90a ? "cuda_arch 900a\n" : "");
+    kl_module mod;
+    EXPECT_EQ(KL_SUCCESS, kl_module_load(&rb.base, text.data(), text.size(), &mod)) << kl_last_error_message();
+    kl_kernel k[4];
+    EXPECT_EQ(KL_SUCCESS, kl_mla_decode_attn_bf16_mma_get(&k[0], &mod));
+    EXPECT_EQ(sm90a, kl_mla_decode_attn_bf16_tma_get(&k[1], &mod) == KL_SUCCESS);  // a refusal leaves k[1] unloaded
+    EXPECT_EQ(KL_SUCCESS, kl_mla_decode_attn_fp8_mma_get(&k[2], &mod));
+    EXPECT_EQ(sm90a, kl_mla_decode_attn_fp8_tma_get(&k[3], &mod) == KL_SUCCESS);
+    const kl_mla_decode_attn_bf16_kernels bf = {&k[0], &k[1]};
+    const kl_mla_decode_attn_fp8_kernels f8 = {&k[2], &k[3]};
+    const kl_device dev = {cc_major, 0, 132, 50ull << 20, 85031714816ull, 0};
+    const Shape s;
+    const kl_mla_decode_attn_bf16_shape shape = {s.batch, s.s_q, s.h_q, s.D, page, 4096};
+    const kl_mla_decode_attn_fp8_shape shape8 = {s.batch, s.s_q, s.h_q, s.D, page, 4096};
+    const kl_choice_table rule_only = {nullptr, 0u, nullptr, 0u, nullptr, KL_CHOICE_TABLE_ONLY};
+    MlaChoice c;
+    c.bf = kl_mla_decode_attn_bf16_choose(&shape, &dev, &rule_only, KL_CHOICE_GRAPH, &bf);
+    c.f8 = kl_mla_decode_attn_fp8_choose(&shape8, &dev, &rule_only, KL_CHOICE_EAGER, &f8);
+    kl_module_unload(&mod);
+    return c;
+}
+
+// Both cache types: _tma (of the cache's kind) when tma, else _mma, by the rule.
+void expect_mla_rule(bool sm90a, uint32_t cc_major, uint32_t page, bool tma) {
+    SCOPED_TRACE(testing::Message() << "sm90a " << sm90a << " cc " << cc_major << " page " << page);
+    const MlaChoice c = mla_choose(sm90a, cc_major, page);
+    const Shape s;
+    EXPECT_EQ(KL_CHOICE_RULE, c.bf.source);
+    EXPECT_EQ(KL_CHOICE_RULE, c.f8.source);
+    EXPECT_EQ(tma ? KL_MLA_DECODE_ATTN_BF16_TMA : KL_MLA_DECODE_ATTN_BF16_MMA, c.bf.alternative);
+    EXPECT_EQ(tma ? KL_MLA_DECODE_ATTN_FP8_TMA : KL_MLA_DECODE_ATTN_FP8_MMA, c.f8.alternative);
+    EXPECT_EQ(kl_mla_decode_num_parts(tma ? KL_MLA_DECODE_BF16_TMA : KL_MLA_DECODE_MMA, 132, s.s_q, s.h_q), c.bf.num_parts);
+    EXPECT_EQ(kl_mla_decode_num_parts(tma ? KL_MLA_DECODE_FP8_TMA : KL_MLA_DECODE_MMA, 132, s.s_q, s.h_q), c.f8.num_parts);
+}
+
+TEST(MlaDecodeChooser, RuleTakesTheCopyEngineOnHopperOnly) {
+    expect_mla_rule(true, 9, 64, true);
+    expect_mla_rule(true, 9, 256, true);
+    expect_mla_rule(true, 9, 32, false);  // a box is 64 positions of a page
+    expect_mla_rule(true, 9, 96, false);
+    expect_mla_rule(false, 9, 64, false);  // the sm_90a image did not load
+    expect_mla_rule(true, 8, 64, false);
+    expect_mla_rule(true, 10, 64, false);
+    // The parts the rule's kinds give here (48 rows): 132 bf16 _tma (1 block
+    // of 64 rows), 44 fp8 _tma (3 blocks of 16, 1 an SM), 88 _mma (2 an SM).
+    const MlaChoice c = mla_choose(true, 9, 64), m = mla_choose(true, 8, 64);
+    EXPECT_EQ(132u, c.bf.num_parts);
+    EXPECT_EQ(44u, c.f8.num_parts);
+    EXPECT_EQ(88u, m.bf.num_parts);
+    EXPECT_EQ(88u, m.f8.num_parts);
 }
 
 }  // namespace

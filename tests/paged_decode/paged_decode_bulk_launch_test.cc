@@ -1,8 +1,10 @@
 // CPU tests, through the recording backend, of the copy-engine GQA
 // launchers (paged_decode_{attn,persist}_{bf16,fp8}_gqa_bulk and their
 // tensor-map twins *_gqa_tma) and of the persistent launchers' refusals,
-// _mma, _bulk and _tma alike, which no other test checks; and
-// kl_paged_decode_gqa_pick. For both variants' constants:
+// _mma, _bulk and _tma alike, which no other test checks; and the rule of
+// kl_paged_decode_gqa_{bf16,fp8}_choose (the former
+// kl_paged_decode_gqa_pick's expectations, on gqa8_d128). For both
+// variants' constants:
 // - each bulk launcher launches what its _mma twin launches (grid, the
 //   packed argument bytes), with block 384, the spec's dynamic shared
 //   memory (ring + mbarriers + merge scratch + schedule), and, for the
@@ -24,6 +26,7 @@
 //   and accept the exact sizes.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -502,61 +505,176 @@ TEST_P(BulkLaunchTest, GqaAppliesAnswersForTheBulkHandles) {
 INSTANTIATE_TEST_SUITE_P(BothVariants, BulkLaunchTest, ::testing::Values(4, 8),
                          [](const ::testing::TestParamInfo<int> &i) { return "gqa" + std::to_string(i.param) + "_d128"; });
 
-// ---- kl_paged_decode_gqa_pick -------------------------------------------------------
+// ---- the chooser's rule (the former kl_paged_decode_gqa_pick) ---------------------
+// The helper's expectations, derived by hand from its rule, asked now of
+// kl_paged_decode_gqa_{bf16,fp8}_choose with a rule-only table (no rows and
+// the compiled-in table skipped, so measured rows cannot change them): the
+// source is the rule, and the tunables are kl_paged_decode_num_splits' and
+// kl_paged_decode_persist_ctas' where the alternative has them, else 0.
 
 constexpr uint32_t kH200 = 132;
+const kl_choice_table kRuleOnly = {nullptr, 0u, nullptr, 0u, nullptr, KL_CHOICE_TABLE_ONLY};
 
-TEST(PagedDecodeGqaPick, TakesTheTensorMapLaunchersForAlignedCachesOfBlocksOf16) {
+static_assert(KL_PAGED_DECODE_GQA_FP8_MMA_SEED == (int)KL_PAGED_DECODE_GQA_BF16_MMA_SEED &&
+                  KL_PAGED_DECODE_GQA_FP8_MMA_SPLIT == (int)KL_PAGED_DECODE_GQA_BF16_MMA_SPLIT &&
+                  KL_PAGED_DECODE_GQA_FP8_MMA_PERSIST == (int)KL_PAGED_DECODE_GQA_BF16_MMA_PERSIST &&
+                  KL_PAGED_DECODE_GQA_FP8_BULK_SEED == (int)KL_PAGED_DECODE_GQA_BF16_BULK_SEED &&
+                  KL_PAGED_DECODE_GQA_FP8_BULK_PERSIST == (int)KL_PAGED_DECODE_GQA_BF16_BULK_PERSIST &&
+                  KL_PAGED_DECODE_GQA_FP8_TMA_SEED == (int)KL_PAGED_DECODE_GQA_BF16_TMA_SEED &&
+                  KL_PAGED_DECODE_GQA_FP8_TMA_PERSIST == (int)KL_PAGED_DECODE_GQA_BF16_TMA_PERSIST,
+              "one expectation serves both cache types");
+
+// Every GQA-packed handle of gqa8_d128 (64 query, 8 KV heads), from an image
+// with the sm_90a machine code (the copy-engine launchers load) or without
+// (their kl_X_get fails and leaves the handle unloaded: not available).
+class GqaHandles {
+  public:
+    explicit GqaHandles(bool sm90a) {
+        kl_record_backend_init(&rb_, records_, 1);
+        rb_.max_dynamic_shared = 227 * 1024;
+        const std::string text = module_text(8, sm90a ? "cuda_arch 900a\n" : "");
+        loaded_ = kl_module_load(&rb_.base, text.c_str(), text.size(), &mod_) == KL_SUCCESS;
+        EXPECT_TRUE(loaded_) << kl_last_error_message();
+        bf = {get(kl_paged_decode_attn_bf16_gqa_mma_get, 0), get(kl_paged_decode_split_bf16_gqa_mma_get, 1),
+              get(kl_paged_decode_persist_bf16_gqa_mma_get, 2), get(kl_paged_decode_attn_bf16_gqa_bulk_get, 3),
+              get(kl_paged_decode_persist_bf16_gqa_bulk_get, 4), get(kl_paged_decode_attn_bf16_gqa_tma_get, 5),
+              get(kl_paged_decode_persist_bf16_gqa_tma_get, 6), get(kl_paged_decode_attn_bf16_gqa_get, 7),
+              get(kl_paged_decode_split_bf16_gqa_get, 8)};
+        f8 = {get(kl_paged_decode_attn_fp8_gqa_mma_get, 9), get(kl_paged_decode_split_fp8_gqa_mma_get, 10),
+              get(kl_paged_decode_persist_fp8_gqa_mma_get, 11), get(kl_paged_decode_attn_fp8_gqa_bulk_get, 12),
+              get(kl_paged_decode_persist_fp8_gqa_bulk_get, 13), get(kl_paged_decode_attn_fp8_gqa_tma_get, 14),
+              get(kl_paged_decode_persist_fp8_gqa_tma_get, 15), get(kl_paged_decode_attn_fp8_gqa_get, 16),
+              get(kl_paged_decode_split_fp8_gqa_get, 17)};
+        // The copy-engine ones (3..6 of each type) load exactly with the sm_90a image.
+        for (int i = 0; i < 18; i++) EXPECT_EQ(got_[i], sm90a || i % 9 < 3 || i % 9 > 6) << "handle " << i;
+    }
+    ~GqaHandles() {
+        if (loaded_) kl_module_unload(&mod_);
+    }
+    GqaHandles(const GqaHandles &) = delete;
+    GqaHandles &operator=(const GqaHandles &) = delete;
+    kl_paged_decode_gqa_bf16_kernels bf;
+    kl_paged_decode_gqa_fp8_kernels f8;
+
+  private:
+    const kl_kernel *get(kl_status (*fn)(kl_kernel *, const kl_module *), int i) {
+        got_[i] = fn(&k_[i], &mod_) == KL_SUCCESS;  // a refusal leaves k_[i] zeroed: not loaded
+        return &k_[i];
+    }
+    kl_record records_[1];
+    kl_record_backend rb_;
+    kl_module mod_;
+    kl_kernel k_[18];
+    bool got_[18] = {};
+    bool loaded_ = false;
+};
+
+// What the chooser takes for one cache type: the alternative (the bf16
+// enumerators, which the fp8 ones equal), where it came from, the tunables.
+struct Pick {
+    int alt;
+    kl_choice_source source;
+    uint32_t num_splits, num_ctas;
+    bool operator==(const Pick &o) const {
+        return alt == o.alt && source == o.source && num_splits == o.num_splits && num_ctas == o.num_ctas;
+    }
+};
+
+// The choice for num_seqs x len, 8 KV heads, no window, on `sms` SMs: [0]
+// bf16, [1] fp8 (cache_stride: the block's elements, a multiple of 16).
+std::array<Pick, 2> choose(const GqaHandles &h, uint32_t seqs, uint32_t len, uint32_t bs, uint32_t sms, bool aligned,
+                           bool persistent_ok) {
+    kl_device dev = {9, 0, sms, 60ull << 20, 150754820096ull, 0};  // an H200 of `sms` SMs
+    const kl_paged_decode_gqa_bf16_shape s = {seqs, 64, 8, 128, bs, 0, len, aligned, persistent_ok};
+    const kl_paged_decode_gqa_fp8_shape s8 = {seqs, 64, 8, 128, bs, 0, (uint64_t)bs * 8 * 128, len, aligned, persistent_ok};
+    const kl_paged_decode_gqa_bf16_choice c = kl_paged_decode_gqa_bf16_choose(&s, &dev, &kRuleOnly, KL_CHOICE_EAGER, &h.bf);
+    const kl_paged_decode_gqa_fp8_choice c8 = kl_paged_decode_gqa_fp8_choose(&s8, &dev, &kRuleOnly, KL_CHOICE_GRAPH, &h.f8);
+    return {Pick{c.alternative, c.source, c.num_splits, c.num_ctas},
+            Pick{c8.alternative, c8.source, c8.num_splits, c8.num_ctas}};
+}
+
+// Both cache types take `want` by the rule, with its tunables.
+void expect_rule(const GqaHandles &h, uint32_t seqs, uint32_t len, uint32_t bs, uint32_t sms, bool aligned,
+                 bool persistent_ok, int want) {
+    const bool split = want == KL_PAGED_DECODE_GQA_BF16_MMA_SPLIT || want == KL_PAGED_DECODE_GQA_BF16_SCALAR_SPLIT;
+    const bool persist = want == KL_PAGED_DECODE_GQA_BF16_MMA_PERSIST || want == KL_PAGED_DECODE_GQA_BF16_BULK_PERSIST ||
+                         want == KL_PAGED_DECODE_GQA_BF16_TMA_PERSIST;
+    const Pick expected = {want, KL_CHOICE_RULE, split ? kl_paged_decode_num_splits(seqs, 8, len, 0, bs, sms) : 0u,
+                           persist ? kl_paged_decode_persist_ctas(seqs, 8, len, 0, sms) : 0u};
+    const std::array<Pick, 2> got = choose(h, seqs, len, bs, sms, aligned, persistent_ok);
+    for (int fp8 = 0; fp8 < 2; fp8++) {
+        SCOPED_TRACE(testing::Message() << (fp8 ? "fp8" : "bf16") << " " << seqs << " x " << len << " block " << bs
+                                        << " SMs " << sms << " aligned " << aligned << " persistent_ok "
+                                        << persistent_ok);
+        EXPECT_EQ(got[fp8].alt, expected.alt);
+        EXPECT_EQ(got[fp8].source, expected.source);
+        EXPECT_EQ(got[fp8].num_splits, expected.num_splits);
+        EXPECT_EQ(got[fp8].num_ctas, expected.num_ctas);
+    }
+}
+
+TEST(PagedDecodeGqaRule, TakesTheTensorMapLaunchersForAlignedCachesOfBlocksOf16) {
+    GqaHandles sm90a(true);
     for (uint32_t seqs : {1u, 32u, 1000u})
         for (uint32_t bs : {16u, 64u}) {
-            EXPECT_EQ(kl_paged_decode_gqa_pick(seqs, 8, 32768 / seqs + 1, 0, bs, kH200, true, true, true),
-                      KL_PAGED_DECODE_GQA_TMA_PERSIST);
-            EXPECT_EQ(kl_paged_decode_gqa_pick(seqs, 8, 32768 / seqs + 1, 0, bs, kH200, true, true, false),
-                      KL_PAGED_DECODE_GQA_TMA_SEED);
+            expect_rule(sm90a, seqs, 32768 / seqs + 1, bs, kH200, true, true, KL_PAGED_DECODE_GQA_BF16_TMA_PERSIST);
+            expect_rule(sm90a, seqs, 32768 / seqs + 1, bs, kH200, true, false, KL_PAGED_DECODE_GQA_BF16_TMA_SEED);
         }
 }
 
-TEST(PagedDecodeGqaPick, OtherBlockSizesTakeTheMmaLaunchersNotTheRowCopyOnes) {
+TEST(PagedDecodeGqaRule, OtherBlockSizesTakeTheMmaLaunchersNotTheRowCopyOnes) {
     // A box is 16 slots of one block. The row-copy (_bulk) launchers, which
     // other block sizes could take, measured 0.70 (bf16) and 0.34 (fp8) of
     // copy at 32 x 4096 on the H200 against the _mma dispatch's 0.99 and
     // 0.79 (docs/PERFORMANCE.md, 2026-12-04): the rule is the one without
     // copy-engine launchers.
+    GqaHandles sm90a(true), plain(false);
     for (uint32_t bs : {1u, 8u, 24u})
         for (bool persistent_ok : {false, true})
             for (uint32_t seqs : {1u, 32u}) {
+                SCOPED_TRACE(testing::Message() << "block " << bs << " persistent_ok " << persistent_ok << " seqs " << seqs);
                 const uint32_t len = seqs == 1u ? 32768u : 4096u;
-                EXPECT_EQ(kl_paged_decode_gqa_pick(seqs, 8, len, 0, bs, kH200, true, true, persistent_ok),
-                          kl_paged_decode_gqa_pick(seqs, 8, len, 0, bs, kH200, false, true, persistent_ok));
-                EXPECT_NE(KL_PAGED_DECODE_GQA_BULK_SEED,
-                          kl_paged_decode_gqa_pick(seqs, 8, len, 0, bs, kH200, true, true, persistent_ok));
-                EXPECT_NE(KL_PAGED_DECODE_GQA_BULK_PERSIST,
-                          kl_paged_decode_gqa_pick(seqs, 8, len, 0, bs, kH200, true, true, persistent_ok));
+                const std::array<Pick, 2> with = choose(sm90a, seqs, len, bs, kH200, true, persistent_ok);
+                const std::array<Pick, 2> without = choose(plain, seqs, len, bs, kH200, true, persistent_ok);
+                for (int fp8 = 0; fp8 < 2; fp8++) {
+                    EXPECT_TRUE(with[fp8] == without[fp8]) << (fp8 ? "fp8" : "bf16");
+                    EXPECT_EQ(with[fp8].source, KL_CHOICE_RULE);
+                    EXPECT_NE(with[fp8].alt, KL_PAGED_DECODE_GQA_BF16_BULK_SEED);
+                    EXPECT_NE(with[fp8].alt, KL_PAGED_DECODE_GQA_BF16_BULK_PERSIST);
+                    EXPECT_NE(with[fp8].alt, KL_PAGED_DECODE_GQA_BF16_NONE);
+                }
             }
 }
 
-TEST(PagedDecodeGqaPick, CachesOff16BytesTakeTheMmaLaunchers) {
+TEST(PagedDecodeGqaRule, CachesOff16BytesTakeTheMmaLaunchers) {
+    GqaHandles sm90a(true), plain(false);
     for (uint32_t bs : {1u, 16u}) {
-        EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, bs, kH200, true, false, true),
-                  kl_paged_decode_gqa_pick(1, 8, 32768, 0, bs, kH200, false, false, true));
-        EXPECT_EQ(kl_paged_decode_gqa_pick(32, 8, 4096, 0, bs, kH200, true, false, false), KL_PAGED_DECODE_GQA_MMA_SEED);
+        const std::array<Pick, 2> with = choose(sm90a, 1, 32768, bs, kH200, false, true);
+        const std::array<Pick, 2> without = choose(plain, 1, 32768, bs, kH200, false, true);
+        EXPECT_TRUE(with[0] == without[0]) << "block " << bs;
+        EXPECT_TRUE(with[1] == without[1]) << "block " << bs;
+        expect_rule(sm90a, 32, 4096, bs, kH200, false, false, KL_PAGED_DECODE_GQA_BF16_MMA_SEED);
     }
-    EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, 16, kH200, true, false, true), KL_PAGED_DECODE_GQA_MMA_PERSIST);
+    expect_rule(sm90a, 1, 32768, 16, kH200, false, true, KL_PAGED_DECODE_GQA_BF16_MMA_PERSIST);
 }
 
-TEST(PagedDecodeGqaPick, WithoutTheBulkLaunchersFollowsTheSplitRule) {
+TEST(PagedDecodeGqaRule, WithoutTheBulkLaunchersFollowsTheSplitRule) {
+    GqaHandles plain(false);
     for (bool maps : {false, true}) {
         // 32 x 8 units fill 132 SMs: one split, the seed grid.
-        EXPECT_EQ(kl_paged_decode_gqa_pick(32, 8, 4096, 0, 16, kH200, false, maps, true), KL_PAGED_DECODE_GQA_MMA_SEED);
-        EXPECT_EQ(kl_paged_decode_gqa_pick(32, 8, 4096, 0, 16, kH200, false, maps, false), KL_PAGED_DECODE_GQA_MMA_SEED);
-        // One long sequence: 16 splits; the persistent launcher where the caller keeps its buffers.
-        EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, 16, kH200, false, maps, true),
-                  KL_PAGED_DECODE_GQA_MMA_PERSIST);
-        EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, 16, kH200, false, maps, false), KL_PAGED_DECODE_GQA_MMA_SPLIT);
+        expect_rule(plain, 32, 4096, 16, kH200, maps, true, KL_PAGED_DECODE_GQA_BF16_MMA_SEED);
+        expect_rule(plain, 32, 4096, 16, kH200, maps, false, KL_PAGED_DECODE_GQA_BF16_MMA_SEED);
+        // One long sequence: 16 splits; the persistent launcher (128 blocks)
+        // where the caller keeps its buffers.
+        expect_rule(plain, 1, 32768, 16, kH200, maps, true, KL_PAGED_DECODE_GQA_BF16_MMA_PERSIST);
+        expect_rule(plain, 1, 32768, 16, kH200, maps, false, KL_PAGED_DECODE_GQA_BF16_MMA_SPLIT);
         // Degenerate shapes: the seed grid.
-        EXPECT_EQ(kl_paged_decode_gqa_pick(0, 8, 32768, 0, 16, kH200, false, maps, true), KL_PAGED_DECODE_GQA_MMA_SEED);
-        EXPECT_EQ(kl_paged_decode_gqa_pick(1, 8, 32768, 0, 16, 0, false, maps, true), KL_PAGED_DECODE_GQA_MMA_SEED);
+        expect_rule(plain, 0, 32768, 16, kH200, maps, true, KL_PAGED_DECODE_GQA_BF16_MMA_SEED);
+        expect_rule(plain, 1, 32768, 16, 0, maps, true, KL_PAGED_DECODE_GQA_BF16_MMA_SEED);
     }
+    // The counts the comments above name, so the tunables checked are these.
+    EXPECT_EQ(choose(plain, 1, 32768, 16, kH200, true, false)[0].num_splits, 16u);
+    EXPECT_EQ(choose(plain, 1, 32768, 16, kH200, true, true)[1].num_ctas, 128u);
 }
 
 }  // namespace

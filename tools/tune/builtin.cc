@@ -4,19 +4,29 @@
 //   ./bazelw run //tools/tune:builtin            rewrite the header from the tables
 //   builtin --check HEADER TABLE...               exit 1 (naming the header) when it is stale
 //   builtin --print TABLE...                      the header on stdout
+//   builtin --merge OUT RUN... [--note TEXT]      one card's runs as one table
 //
 // Each table is read by the strict loader (kl_choice_table_load_file)
 // against every family's operations, so a table the chooser would refuse
 // at run time is refused here with its file:line. Two tables with the same
 // device id or the same device key are refused: a device has one table.
+//
+// --merge: a single run's time at a small shape can be off by tens of
+// percent (clocks not yet up, a noisy neighbour); a compiled-in table should
+// hold what the card does, not one draw. For each (operation, policy,
+// shape, alternative, tunables) the time is the mean over the runs that
+// timed it; each alternative keeps its setting of least mean. The runs must
+// be of one device (the same key); OUT is written whole or not at all.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #define KLAUNCH_IMPLEMENTATION
@@ -116,6 +126,84 @@ std::string header(const std::vector<std::string> &paths) {
     return o.str();
 }
 
+int merge(const std::string &out, const std::vector<std::string> &runs, const std::string &note) {
+    if (runs.empty()) fail("--merge needs the runs' tables");
+    std::vector<kl_choice_table> t(runs.size());
+    for (size_t i = 0; i < runs.size(); i++) {
+        std::memset(&t[i], 0, sizeof t[i]);
+        if (kl_choice_table_load_file(runs[i].c_str(), kOps, &t[i]) != KL_SUCCESS) fail(kl_last_error_message());
+        if (t[i].num_devices != 1) fail(runs[i] + ": --merge takes tables of one device each");
+        const kl_choice_device &a = t[0].devices[0], &b = t[i].devices[0];
+        if (std::strcmp(a.id, b.id) != 0 || a.cc_major != b.cc_major || a.cc_minor != b.cc_minor ||
+            a.sm_count != b.sm_count || a.l2_bytes != b.l2_bytes || a.mem_gib != b.mem_gib)
+            fail(runs[i] + ": its device (" + b.id + ") is not " + runs[0] + "'s (" + a.id + "): one card's runs only");
+    }
+    // (op, policy, keys, alternative) -> tunables -> times, in first-seen order.
+    typedef std::tuple<std::string, uint32_t, std::vector<uint32_t>, std::string> Slot;
+    std::map<Slot, std::map<std::vector<uint32_t>, std::vector<double>>> times;
+    std::vector<Slot> order;
+    for (const kl_choice_table &x : t)
+        for (size_t r = 0; r < x.num_rows; r++) {
+            const kl_choice_row &w = x.rows[r];
+            Slot s(w.op, w.policy, std::vector<uint32_t>(w.keys, w.keys + KL_CHOICE_MAX_KEYS), w.alternative);
+            if (!times.count(s)) order.push_back(s);
+            times[s][std::vector<uint32_t>(w.tunables, w.tunables + KL_CHOICE_MAX_TUNABLES)].push_back(
+                static_cast<double>(w.time_ns));
+        }
+    std::vector<kl_choice_row> rows;
+    for (const Slot &s : order) {
+        const std::vector<uint32_t> *best = nullptr;
+        double least = 0;
+        for (const auto &kv : times[s]) {
+            double sum = 0;
+            for (double v : kv.second) sum += v;
+            const double mean = sum / kv.second.size();
+            if (best == nullptr || mean < least) best = &kv.first, least = mean;
+        }
+        kl_choice_row r;
+        std::memset(&r, 0, sizeof r);
+        for (const kl_choice_op *const *o = kOps; *o; o++)
+            if (std::get<0>(s) == (*o)->name) {
+                r.op = (*o)->name;
+                for (uint32_t a = 0; a < (*o)->num_alternatives; a++)
+                    if (std::get<3>(s) == (*o)->alternatives[a]) r.alternative = (*o)->alternatives[a];
+            }
+        r.policy = std::get<1>(s);
+        for (int k = 0; k < KL_CHOICE_MAX_KEYS; k++) r.keys[k] = std::get<2>(s)[k];
+        for (int k = 0; k < KL_CHOICE_MAX_TUNABLES; k++) r.tunables[k] = (*best)[k];
+        r.time_ns = static_cast<uint64_t>(least + 0.5);
+        rows.push_back(r);
+    }
+    const kl_choice_table m = {t[0].devices, 1u, rows.data(), rows.size(), nullptr, 0u};
+    const std::string tmp = out + ".tmp";
+    FILE *f = std::fopen(tmp.c_str(), "w");
+    if (f == nullptr) fail("cannot write " + tmp);
+    // The loader skips comments; the writer's first line must stay first.
+    char *buf = nullptr;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    if (mem == nullptr || kl_choice_table_write(mem, &m, kOps) != KL_SUCCESS) fail("kl_choice_table_write failed");
+    std::fclose(mem);
+    std::string text(buf, len);
+    std::free(buf);
+    const size_t nl = text.find('\n') + 1;
+    std::string head = "# merged by tools/tune/builtin.cc --merge from " + std::to_string(runs.size()) + " run(s):";
+    for (const std::string &r : runs) head += " " + base_name(r);
+    head += "\n";
+    if (!note.empty()) head += "# " + note + "\n";
+    text.insert(nl, head);
+    std::fwrite(text.data(), 1, text.size(), f);
+    if (std::fclose(f) != 0) fail("writing " + tmp + " failed");
+    kl_choice_table check;
+    std::memset(&check, 0, sizeof check);
+    if (kl_choice_table_load_file(tmp.c_str(), kOps, &check) != KL_SUCCESS) fail(kl_last_error_message());
+    kl_choice_table_free(&check);
+    if (std::rename(tmp.c_str(), out.c_str()) != 0) fail("cannot replace " + out);
+    std::printf("builtin: wrote %s: %zu rows from %zu run(s)\n", out.c_str(), rows.size(), runs.size());
+    for (kl_choice_table &x : t) kl_choice_table_free(&x);
+    return 0;
+}
+
 std::string read(const std::string &p) {
     std::ifstream f(p, std::ios::binary);
     if (!f) fail("cannot read " + p);
@@ -127,7 +215,9 @@ std::string read(const std::string &p) {
 }  // namespace
 
 int main(int argc, char **argv) {
-    const char *usage = "usage: builtin [--check HEADER | --print] TABLE...  (no arguments: rewrite the source tree's header)\n";
+    const char *usage =
+        "usage: builtin [--check HEADER | --print] TABLE...  (no arguments: rewrite the source tree's header)\n"
+        "       builtin --merge OUT RUN... [--note TEXT]\n";
     std::vector<std::string> args(argv + 1, argv + argc);
     if (!args.empty() && args[0] == "--check") {
         if (args.size() < 2) fail(std::string("--check needs the header\n") + usage);
@@ -140,6 +230,20 @@ int main(int argc, char **argv) {
             return 1;
         }
         return 0;
+    }
+    if (!args.empty() && args[0] == "--merge") {
+        std::string note;
+        std::vector<std::string> runs;
+        for (size_t i = 2; i < args.size(); i++) {
+            if (args[i] == "--note") {
+                if (i + 1 >= args.size()) fail("--note needs a text");
+                note = args[++i];
+            } else {
+                runs.push_back(args[i]);
+            }
+        }
+        if (args.size() < 3) fail(std::string("--merge needs OUT and the runs\n") + usage);
+        return merge(args[1], runs, note);
     }
     if (!args.empty() && args[0] == "--print") {
         std::fputs(header(std::vector<std::string>(args.begin() + 1, args.end())).c_str(), stdout);

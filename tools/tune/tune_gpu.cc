@@ -13,8 +13,9 @@
 // Timing: every launch on one stream of this program's own. eager: CUDA
 // events around each launch, queued back to back, the median of N (default
 // 16) after 2 warm-up launches; graph: one launch outside the capture, N
-// launches captured into one CUDA graph, replayed once to warm up, then 3
-// replays between events: the median replay / N. Screening (unless
+// launches captured into one CUDA graph, replayed once to warm up, then 5
+// replays between events: the median replay / N. Before the first shape,
+// 1.5 s of memsets bring the clocks up. Screening (unless
 // --exhaustive): of an alternative's tunable candidates, each is first
 // timed eager over 3 launches (after 1), and only the two fastest of them
 // and the values of the rule's and the compiled-in table's picks are timed
@@ -34,6 +35,7 @@
 #include "klaunch/mla_prefill.h"
 #include "klaunch/paged_decode.h"
 
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -161,7 +163,7 @@ class GpuClock : public tune::Clock {
         for (int i = 0; i < runs_; i++) launch(i, stream_);
         cu(g_x.end_capture(stream_, &graph), "cuStreamEndCapture");
         cu(g_x.instantiate(&exec, graph, 0), "cuGraphInstantiateWithFlags");
-        const double us = median_us([&](int) { cu(g_x.graph_launch(exec, stream_), "cuGraphLaunch"); }, 3, 1, stream_);
+        const double us = median_us([&](int) { cu(g_x.graph_launch(exec, stream_), "cuGraphLaunch"); }, 5, 1, stream_);
         g_x.exec_destroy(exec);
         g_x.graph_destroy(graph);
         return us / runs_;
@@ -231,6 +233,20 @@ int main(int argc, char **argv) {
     const std::string id = opt.device_id.empty() ? tune::device_id_of(name) : opt.device_id;
     const kl_choice_device td = tune::table_device(dev, id, name);
 
+    // Clocks up before the first shape: without this the grid's first
+    // (smallest) shapes were timed on an idle GPU, up to 60% slower eager
+    // in one run than the next (two H100 runs of 2026-12-07).
+    {
+        void *buf = nullptr;
+        const size_t bytes = size_t{512} << 20;
+        ok(kl_cuda_malloc(&g_cuda, &buf, bytes), "cuMemAlloc (warm-up)");
+        const auto t0 = std::chrono::steady_clock::now();
+        while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(1500)) {
+            for (int i = 0; i < 20; i++) ok(kl_cuda_memset_d8(&g_cuda, buf, static_cast<unsigned char>(i), bytes), "cuMemsetD8 (warm-up)");
+            ok(kl_cuda_synchronize(&g_cuda), "the warm-up");
+        }
+        kl_cuda_free(&g_cuda, buf);
+    }
     GpuMem memory;
     GpuClock clock(opt.runs);
     GpuModules mods;
