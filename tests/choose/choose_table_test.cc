@@ -265,6 +265,9 @@ TEST(ChoiceLookup, FallsBackToTheRuleWhereNoRowMatches) {
     Kernels k;
     kl_choice_table t;
     grid_table(&t);
+    // TABLE_ONLY: the compiled-in H100 and H200 tables would otherwise
+    // answer where this one has no cell (the test after this one).
+    t.flags = KL_CHOICE_TABLE_ONLY;
     kl_paged_decode_gqa_bf16_shape s{1, 64, 8, 128, 16, 0, 32768, false, false};
     const kl_device h100 = choose_test::h100();
     auto choose = [&](const kl_paged_decode_gqa_bf16_shape &sh, const kl_device &d, kl_choice_policy p) {
@@ -303,10 +306,27 @@ TEST(ChoiceLookup, FallsBackToTheRuleWhereNoRowMatches) {
     ks8.mma_seed = &f8;
     kl_paged_decode_gqa_fp8_shape s8{1, 64, 8, 128, 16, 0, 16 * 8 * 128, 32768, false, false};
     EXPECT_EQ(kl_paged_decode_gqa_fp8_choose(&s8, &h100, &t, KL_CHOICE_GRAPH, &ks8).source, KL_CHOICE_RULE);
-    // The compiled-in table is empty (no run of tools/tune is checked in yet).
-    EXPECT_EQ(kl_choice_builtin_table()->num_rows, 0u);
-    EXPECT_EQ(kl_paged_decode_gqa_bf16_choose(&s, &h100, nullptr, KL_CHOICE_GRAPH, &k.ks).source, KL_CHOICE_RULE);
+    // Without the flag the compiled-in table answers where this one has no cell.
+    t.flags = 0;
+    EXPECT_EQ(choose(s, h100, KL_CHOICE_EAGER).source, KL_CHOICE_BUILTIN);
     kl_choice_table_free(&t);
+}
+
+// The compiled-in tables (tools/tune/tables): one device each for the H100
+// SXM and the H200; a card of another key gets the rule.
+TEST(ChoiceLookup, CompiledInTablesServeTheirCardsOnly) {
+    Kernels k;
+    const kl_choice_table *b = kl_choice_builtin_table();
+    ASSERT_EQ(b->num_devices, 2u);
+    EXPECT_GT(b->num_rows, 0u);
+    kl_paged_decode_gqa_bf16_shape s{32, 64, 8, 128, 16, 0, 4096, false, false};
+    const kl_device h100 = choose_test::h100();
+    kl_device pcie = h100;
+    pcie.sm_count = 114;
+    EXPECT_EQ(kl_paged_decode_gqa_bf16_choose(&s, &h100, nullptr, KL_CHOICE_GRAPH, &k.ks).source, KL_CHOICE_BUILTIN);
+    EXPECT_EQ(kl_paged_decode_gqa_bf16_choose(&s, &pcie, nullptr, KL_CHOICE_GRAPH, &k.ks).source, KL_CHOICE_RULE);
+    const kl_choice_table rule_only = {nullptr, 0u, nullptr, 0u, nullptr, KL_CHOICE_TABLE_ONLY};
+    EXPECT_EQ(kl_paged_decode_gqa_bf16_choose(&s, &h100, &rule_only, KL_CHOICE_GRAPH, &k.ks).source, KL_CHOICE_RULE);
 }
 
 }  // namespace
