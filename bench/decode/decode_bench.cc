@@ -663,31 +663,9 @@ double gbps(uint64_t bytes, double us) { return bytes / (us * 1e3); }
 
 // ---- the project's choice ----------------------------------------------------------
 
-// The device as the chooser's tables key it (klaunch/choose.h, KEY), read
-// from the driver as tools/tune describes it, so that the compiled-in
-// table's rows for this card match here.
-kl_device describe_device() {
-    typedef int (*TotalMemFn)(size_t *bytes, int device);
-    auto attribute = [](int attr) {
-        int v = 0;
-        cu(g_cuda.api.device_get_attribute(&v, attr, g_cuda.device), "cuDeviceGetAttribute");
-        return v;
-    };
-    kl_device d;
-    std::memset(&d, 0, sizeof d);
-    d.cc_major = static_cast<uint32_t>(attribute(75 /* COMPUTE_CAPABILITY_MAJOR */));
-    d.cc_minor = static_cast<uint32_t>(attribute(76 /* COMPUTE_CAPABILITY_MINOR */));
-    d.sm_count = static_cast<uint32_t>(attribute(16 /* MULTIPROCESSOR_COUNT */));
-    d.l2_bytes = static_cast<uint64_t>(attribute(38 /* L2_CACHE_SIZE */));
-    size_t mem = 0;
-    cu(symbol<TotalMemFn>("cuDeviceTotalMem_v2", "cuDeviceTotalMem")(&mem, g_cuda.device), "cuDeviceTotalMem");
-    d.mem_bytes = mem;
-    const double clock_khz = attribute(36 /* MEMORY_CLOCK_RATE */), bus_bits = attribute(37 /* GLOBAL_MEMORY_BUS_WIDTH */);
-    d.mem_bandwidth_gbs = static_cast<uint32_t>(2.0 * clock_khz * 1e3 * bus_bits / 8.0 / 1e9 + 0.5);
-    return d;
-}
-
-kl_device g_dev;  // describe_device(), once in main()
+// The device as the chooser's tables key it (klaunch/choose.h, KEY), so
+// that the compiled-in table's rows for this card match here; once in main().
+kl_device g_dev;
 
 // What kl_paged_decode_gqa_{bf16,fp8}_choose takes for a shape of this
 // program, as a caller would ask: no table (the compiled-in one where it
@@ -1000,7 +978,7 @@ int main(int argc, char **argv) {
     char name[256] = "?";
     kl_cuda_device_name(&g_cuda, name, sizeof name);
     const uint32_t sms = sm_count();
-    g_dev = describe_device();
+    ok(kl_cuda_device_describe(&g_cuda, &g_dev), "kl_cuda_device_describe");
     std::printf("decode_bench on %s (%u SMs), median of %d runs after %d warm-up, KV sets rotated, block tables %s\n",
                 name, sms, g_runs, kWarmup, g_tables_in_order ? "in order" : "shuffled");
     json_str("device", name);

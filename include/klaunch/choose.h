@@ -18,7 +18,7 @@
  *       #define KLAUNCH_IMPLEMENTATION   // in one file of the program: the loader and writer
  *       #include "klaunch/paged_decode.h"
  *
- *       kl_device dev = {9, 0, 132, 50u << 20, 80ull << 30, 0};   // or kl_cuda_device_describe()
+ *       kl_device dev = {9, 0, 132, 50u << 20, 80ull << 30, 0};   // or kl_cuda_device_describe(&cuda, &dev)
  *       kl_choice_table t = {0};
  *       if (kl_choice_table_load_file("h100.choices", kl_paged_decode_operations, &t) != KL_SUCCESS)
  *           fprintf(stderr, "%s\n", kl_last_error_message());        // FILE:LINE: what is wrong
@@ -107,6 +107,7 @@
 #include <stdbool.h>
 #endif
 
+#include "klaunch/device.h"
 #include "klaunch/klaunch.h"
 
 #ifndef KL_CHOICE_TABLE_MAX_BYTES
@@ -127,17 +128,7 @@
 extern "C" {
 #endif
 
-/* What a chooser knows of the device: from the CUDA driver (compute
- * capability, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, _L2_CACHE_SIZE,
- * cuDeviceTotalMem) or written by hand. mem_bandwidth_gbs: measured or
- * nominal GB/s, 0 when unknown; rules may read it, tables do not match it. */
-typedef struct kl_device {
-    uint32_t cc_major, cc_minor;
-    uint32_t sm_count;
-    uint64_t l2_bytes;
-    uint64_t mem_bytes;
-    uint32_t mem_bandwidth_gbs;
-} kl_device;
+/* kl_device (what a chooser knows of the device): klaunch/device.h. */
 
 /* Launches timed one by one (eager: each launch's host cost counts) or
  * replayed from a CUDA graph (graph: only the GPU's time). */

@@ -12,6 +12,9 @@
 #ifndef KLAUNCH_CUDA_HELPERS_H
 #define KLAUNCH_CUDA_HELPERS_H
 
+/* device.h first: cuda_backend.h includes this header again at its end,
+ * whose implementation part then needs kl_device. */
+#include "klaunch/device.h"
 #include "klaunch/cuda_backend.h"
 
 #ifdef __cplusplus
@@ -30,6 +33,12 @@ kl_status kl_cuda_memset_d8(kl_cuda_backend *cb, void *dst, unsigned char value,
  * up here as KL_ERROR_LAUNCH_FAILED. */
 kl_status kl_cuda_synchronize(kl_cuda_backend *cb);
 kl_status kl_cuda_device_name(kl_cuda_backend *cb, char *buf, size_t cap);
+/* The backend's device as choice tables key it (klaunch/choose.h, KEY):
+ * compute capability, SM count, L2 bytes, total memory, and the nominal
+ * bandwidth (2 x memory clock x bus width). On failure *out is zeroed and
+ * the message names the query that failed (KL_ERROR_DRIVER), or
+ * KL_ERROR_UNSUPPORTED for a driver without cuDeviceTotalMem_v2. */
+kl_status kl_cuda_device_describe(kl_cuda_backend *cb, kl_device *out);
 
 #ifdef __cplusplus
 }
@@ -150,6 +159,53 @@ kl_status kl_cuda_device_name(kl_cuda_backend *cb, char *buf, size_t cap) {
     if (r != KL__CUDA_SUCCESS)
         return kl__cuda_fail(cb, KL_ERROR_DRIVER, r, "kl_cuda_device_name(device %d)", cb->ordinal);
     buf[cap - 1] = '\0';
+    return KL_SUCCESS;
+}
+
+kl_status kl_cuda_device_describe(kl_cuda_backend *cb, kl_device *out) {
+    typedef kl__cu_result (*total_mem_fn)(size_t *bytes, kl__cu_device dev);
+    static const struct {
+        int attr;
+        const char *name;
+    } q[6] = {{75, "COMPUTE_CAPABILITY_MAJOR"}, {76, "COMPUTE_CAPABILITY_MINOR"}, {16, "MULTIPROCESSOR_COUNT"},
+              {38, "L2_CACHE_SIZE"},            {36, "MEMORY_CLOCK_RATE"},        {37, "GLOBAL_MEMORY_BUS_WIDTH"}};
+    int v[6];
+    size_t i, mem = 0;
+    total_mem_fn total_mem;
+    void *sym;
+    kl__cu_result r;
+    kl_status st;
+    if (out == NULL) return kl__fail(KL_ERROR_INVALID_ARGUMENT, "kl_cuda_device_describe: out is NULL");
+    memset(out, 0, sizeof *out);
+    st = kl__cuda_enter(cb, "kl_cuda_device_describe");
+    if (st != KL_SUCCESS) return st;
+    for (i = 0; i < 6; i++) {
+        v[i] = 0;
+        r = cb->api.device_get_attribute(&v[i], q[i].attr, cb->device);
+        if (r != KL__CUDA_SUCCESS || v[i] < 0) {
+            kl__cuda_leave(cb);
+            return kl__cuda_fail(cb, KL_ERROR_DRIVER, r, "kl_cuda_device_describe(device %d): cuDeviceGetAttribute(%s)",
+                                 cb->ordinal, q[i].name);
+        }
+    }
+    sym = kl_cuda_backend_symbol(cb, "cuDeviceTotalMem_v2");
+    if (sym == NULL) {
+        kl__cuda_leave(cb);
+        return kl__fail(KL_ERROR_UNSUPPORTED, "kl_cuda_device_describe(device %d): the driver has no cuDeviceTotalMem_v2",
+                        cb->ordinal);
+    }
+    memcpy(&total_mem, &sym, sizeof total_mem); /* C99 has no object-to-function pointer cast */
+    r = total_mem(&mem, cb->device);
+    kl__cuda_leave(cb);
+    if (r != KL__CUDA_SUCCESS)
+        return kl__cuda_fail(cb, KL_ERROR_DRIVER, r, "kl_cuda_device_describe(device %d): cuDeviceTotalMem_v2",
+                             cb->ordinal);
+    out->cc_major = (uint32_t)v[0];
+    out->cc_minor = (uint32_t)v[1];
+    out->sm_count = (uint32_t)v[2];
+    out->l2_bytes = (uint64_t)v[3];
+    out->mem_bytes = (uint64_t)mem;
+    out->mem_bandwidth_gbs = (uint32_t)(2.0 * v[4] * 1e3 * v[5] / 8.0 / 1e9 + 0.5);
     return KL_SUCCESS;
 }
 

@@ -130,6 +130,20 @@ TEST_F(CudaBackendGpu, InitGivesTheDevicesName) {
     std::printf("device: %s\n", name);
 }
 
+TEST_F(CudaBackendGpu, DescribesTheDeviceAsChoiceTablesKeyIt) {
+    kl_device d;
+    KL_ASSERT_OK(kl_cuda_device_describe(cuda, &d));
+    EXPECT_EQ(static_cast<int>(d.cc_major), cuda->cc_major);
+    EXPECT_EQ(static_cast<int>(d.cc_minor), cuda->cc_minor);
+    EXPECT_GT(d.sm_count, 0u);
+    EXPECT_GT(d.l2_bytes, 0u);
+    EXPECT_GE(d.mem_bytes, 1ull << 30) << "every sm_80+ card has more than 1 GiB";
+    EXPECT_GT(d.mem_bandwidth_gbs, 100u);
+    std::printf("device: cc %u.%u, %u SMs, L2 %llu, %llu bytes, %u GB/s nominal\n", d.cc_major, d.cc_minor, d.sm_count,
+                static_cast<unsigned long long>(d.l2_bytes), static_cast<unsigned long long>(d.mem_bytes),
+                d.mem_bandwidth_gbs);
+}
+
 TEST_F(CudaBackendGpu, ResolvesDriverEntryPointsByExportedName) {
     EXPECT_NE(kl_cuda_backend_symbol(cuda, "cuMemAlloc_v2"), nullptr);
     EXPECT_NE(kl_cuda_backend_symbol(cuda, "cuLaunchKernel"), nullptr);

@@ -2,6 +2,7 @@
 // machine): init fails with a status and a message, never crashes, and
 // leaves a backend every other function refuses cleanly. Passes on a GPU
 // machine too (the driver-present case is cuda_backend_gpu_test).
+#include <cstring>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -60,6 +61,11 @@ TEST(CudaBackend, AFailedInitLeavesABackendEveryCallRefuses) {
     EXPECT_EQ(kl_cuda_synchronize(&cb), KL_ERROR_INVALID_ARGUMENT);
     EXPECT_EQ(kl_cuda_device_name(&cb, name, sizeof name), KL_ERROR_INVALID_ARGUMENT);
     EXPECT_STREQ(name, "");
+    kl_device dev;
+    std::memset(&dev, 0x5a, sizeof dev);
+    EXPECT_EQ(kl_cuda_device_describe(&cb, &dev), KL_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(dev.sm_count, 0u) << "a failed describe leaves a zeroed device, not a stale one";
+    EXPECT_EQ(dev.mem_bytes, 0u);
     kl_module mod;
     const char meta[] = "klaunch-module 1\nfamily f\n";
     EXPECT_EQ(kl_module_load(&cb.base, meta, sizeof meta, &mod), KL_ERROR_INVALID_ARGUMENT);
@@ -74,6 +80,9 @@ TEST(CudaBackend, NullArgumentsAreInvalidArgument) {
     EXPECT_EQ(kl_cuda_malloc(nullptr, nullptr, 8), KL_ERROR_INVALID_ARGUMENT);
     EXPECT_EQ(kl_cuda_synchronize(nullptr), KL_ERROR_INVALID_ARGUMENT);
     EXPECT_EQ(kl_cuda_device_name(nullptr, nullptr, 0), KL_ERROR_INVALID_ARGUMENT);
+    kl_device dev;
+    EXPECT_EQ(kl_cuda_device_describe(nullptr, &dev), KL_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(kl_cuda_device_describe(nullptr, nullptr), KL_ERROR_INVALID_ARGUMENT);
 }
 
 }  // namespace

@@ -65,8 +65,6 @@ const char kUsage[] =
 
 typedef struct CUgraph_st *Graph;
 typedef struct CUgraphExec_st *GraphExec;
-typedef int (*DeviceGetNameFn)(char *name, int len, int device);
-typedef int (*TotalMemFn)(size_t *bytes, int device);
 typedef int (*StreamCreateFn)(kl_stream *stream, unsigned flags);
 typedef int (*BeginCaptureFn)(kl_stream stream, int mode);
 typedef int (*EndCaptureFn)(kl_stream stream, Graph *graph);
@@ -76,8 +74,6 @@ typedef int (*ExecDestroyFn)(GraphExec exec);
 typedef int (*GraphDestroyFn)(Graph graph);
 
 struct Extra {
-    DeviceGetNameFn device_name;
-    TotalMemFn total_mem;
     StreamCreateFn stream_create;
     BeginCaptureFn begin_capture;
     EndCaptureFn end_capture;
@@ -86,12 +82,6 @@ struct Extra {
     ExecDestroyFn exec_destroy;
     GraphDestroyFn graph_destroy;
 } g_x;
-
-int attribute(int attr) {
-    int v = 0;
-    cu(g_cuda.api.device_get_attribute(&v, attr, g_cuda.device), "cuDeviceGetAttribute");
-    return v;
-}
 
 // Device memory; patterns kept on the device once uploaded.
 class GpuMem : public tune::Mem {
@@ -207,8 +197,6 @@ class GpuModules : public tune::Modules {
 int main(int argc, char **argv) {
     const tune::Options opt = tune::parse_options(argc, argv, kUsage);
     init_driver();
-    g_x.device_name = symbol<DeviceGetNameFn>("cuDeviceGetName");
-    g_x.total_mem = symbol<TotalMemFn>("cuDeviceTotalMem_v2", "cuDeviceTotalMem");
     g_x.stream_create = symbol<StreamCreateFn>("cuStreamCreate");
     g_x.begin_capture = symbol<BeginCaptureFn>("cuStreamBeginCapture_v2", "cuStreamBeginCapture");
     g_x.end_capture = symbol<EndCaptureFn>("cuStreamEndCapture");
@@ -218,18 +206,9 @@ int main(int argc, char **argv) {
     g_x.graph_destroy = symbol<GraphDestroyFn>("cuGraphDestroy");
 
     kl_device dev;
-    std::memset(&dev, 0, sizeof dev);
-    dev.cc_major = static_cast<uint32_t>(attribute(75 /* COMPUTE_CAPABILITY_MAJOR */));
-    dev.cc_minor = static_cast<uint32_t>(attribute(76 /* COMPUTE_CAPABILITY_MINOR */));
-    dev.sm_count = static_cast<uint32_t>(attribute(16 /* MULTIPROCESSOR_COUNT */));
-    dev.l2_bytes = static_cast<uint64_t>(attribute(38 /* L2_CACHE_SIZE */));
-    size_t mem = 0;
-    cu(g_x.total_mem(&mem, g_cuda.device), "cuDeviceTotalMem");
-    dev.mem_bytes = mem;
-    const double clock_khz = attribute(36 /* MEMORY_CLOCK_RATE */), bus_bits = attribute(37 /* GLOBAL_MEMORY_BUS_WIDTH */);
-    dev.mem_bandwidth_gbs = static_cast<uint32_t>(2.0 * clock_khz * 1e3 * bus_bits / 8.0 / 1e9 + 0.5);
+    ok(kl_cuda_device_describe(&g_cuda, &dev), "kl_cuda_device_describe");
     char name[128] = {0};
-    cu(g_x.device_name(name, sizeof name - 1, g_cuda.device), "cuDeviceGetName");
+    ok(kl_cuda_device_name(&g_cuda, name, sizeof name), "kl_cuda_device_name");
     const std::string id = opt.device_id.empty() ? tune::device_id_of(name) : opt.device_id;
     const kl_choice_device td = tune::table_device(dev, id, name);
 
