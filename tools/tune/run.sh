@@ -16,7 +16,7 @@
 # .gpu/results/tune/): <part>.choices (the table, klaunch-choices 1),
 # <part>.txt (per shape: the best and the rule's pick; per operation and
 # policy: the regrets of the rule, the compiled-in table and the new one),
-# <part>.progress (stderr). tools/tune/builtin.py compiles tables in.
+# <part>.progress (stderr). //tools/tune:builtin compiles tables in.
 # Extra arguments go to every part's tune (e.g. --quick, --runs 16).
 # Exits 1 when a part failed (no GPU, a refused launch); the time limit
 # ending a part is reported, not failed.
