@@ -8,6 +8,13 @@
 #                                       attention, grouped GEMM), < 10 min
 #   bash tools/tune/run.sh mla_decode   MLA decode (bf16, fp8), a call of its own
 #   bash tools/tune/run.sh all          every operation in one run (no part limits)
+#   bash tools/tune/run.sh table        a table for this card and its regret: two
+#                                       runs of all (table_a, table_b) merged by
+#                                       builtin --merge into table.choices, then a
+#                                       third (table_judge) given it by --table,
+#                                       whose "--table" lines are the regret of a
+#                                       table measured in earlier runs: what the
+#                                       table does compiled in. < 10 min on an H100
 #
 # Runs .gpu/tools/tune/tune on the default grid (tools/tune/ops.h) for each
 # part, each under a time limit (KL_TUNE_PAGED_S, KL_TUNE_PREFILL_S,
@@ -34,9 +41,9 @@ mkdir -p "$dir"
 
 which=${1:-targets}
 case "$which" in
-  targets | mla_decode | all) shift || true ;;
+  targets | mla_decode | all | table) shift || true ;;
   -*) which=targets ;;
-  *) echo "run.sh: unknown part '$which' (targets, mla_decode or all)" >&2; exit 2 ;;
+  *) echo "run.sh: unknown part '$which' (targets, mla_decode, all or table)" >&2; exit 2 ;;
 esac
 
 status=0
@@ -73,6 +80,24 @@ case "$which" in
     ;;
   all)
     part all "${KL_TUNE_ALL_S:-3600}" all
+    ;;
+  table)
+    merge=.gpu/tools/tune/builtin
+    if [ ! -x "$merge" ]; then
+      echo "run.sh: $merge is missing; stage it first (bash tools/gpu/stage.sh)" >&2
+      exit 1
+    fi
+    part table_a "${KL_TUNE_ALL_S:-3600}" all
+    part table_b "${KL_TUNE_ALL_S:-3600}" all
+    name=$(sed -n 's/^device [^ ]* .* name //p' "$dir/table_a.choices" | head -n 1)
+    echo "==================== merge table_a table_b -> $dir/table.choices"
+    if ! "$merge" --merge "$dir/table.choices" "$dir/table_a.choices" "$dir/table_b.choices" \
+      --note "${name//_/ }, $(date -u +%F): bash tools/tune/run.sh table (table_a, table_b)"; then
+      echo "run.sh: the merge failed" >&2
+      exit 1
+    fi
+    extra+=(--table "$dir/table.choices")
+    part table_judge "${KL_TUNE_ALL_S:-3600}" all
     ;;
 esac
 exit $status

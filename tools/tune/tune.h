@@ -10,7 +10,10 @@
 // captured graph). Where an alternative has several candidates they are
 // screened first (Clock::screen_us, a quick eager estimate) and only the
 // fastest and the rule's own value are timed in full (Options::exhaustive:
-// all of them); "best" below is the best of what was timed in full. The
+// all of them), in rounds (Options::rounds: each candidate once a round,
+// the order rotated, a time the median of its rounds, so a clock that
+// drifts over a shape's launches favours no candidate); "best" below is
+// the best of what was timed in full. The
 // best time per (shape, policy, alternative) becomes a row of a choice
 // table (klaunch/choose.h's format, for the present device), which is
 // written, read back with the strict loader, and then the regret of the
@@ -261,6 +264,8 @@ struct Options {
     std::string out;                       // --out FILE (the table)
     std::vector<kl_choice_policy> policies = {KL_CHOICE_EAGER, KL_CHOICE_GRAPH};
     int runs = 16;                         // --runs N
+    int rounds = 3;                        // --rounds N: full timing's rounds (a time: the median of its rounds)
+    std::string table;                     // --table FILE: a table whose chooser's regret is printed too
     std::vector<std::string> only;         // --only OP[,OP...]
     bool quick = false;                    // --quick
     bool exhaustive = false;               // --exhaustive: every candidate timed in full (no screening)
@@ -295,6 +300,14 @@ inline Options parse_options(int argc, char **argv, const char *usage,
             const long n = std::strtol(v.c_str(), &end, 10);
             if (v.empty() || *end != '\0' || n < 1 || n > 10000) bad("--runs: a count of 1 to 10000, not '" + v + "'");
             o.runs = static_cast<int>(n);
+        } else if (a == "--rounds") {
+            const std::string v = value();
+            char *end = nullptr;
+            const long n = std::strtol(v.c_str(), &end, 10);
+            if (v.empty() || *end != '\0' || n < 1 || n > 100) bad("--rounds: a count of 1 to 100, not '" + v + "'");
+            o.rounds = static_cast<int>(n);
+        } else if (a == "--table") {
+            o.table = value();
         } else if (a == "--policies") {
             std::stringstream list(value());
             std::string w;
@@ -359,10 +372,11 @@ struct Measure {
 struct Regret {
     std::string op;
     kl_choice_policy policy;
-    std::vector<double> rule, builtin, table;  // per shape, fractions (0.01 = 1%)
+    std::vector<double> rule, builtin, table, given;  // per shape, fractions (0.01 = 1%); given: --table's
     std::vector<std::string> shapes;
-    std::vector<std::string> rule_pick, builtin_pick, table_pick, best_pick;
+    std::vector<std::string> rule_pick, builtin_pick, table_pick, given_pick, best_pick;
     size_t builtin_cells = 0;  // shapes where the compiled-in table served (else its pick is the rule's)
+    size_t given_cells = 0;    // shapes where --table's table served
 };
 
 struct Result {
@@ -373,6 +387,7 @@ struct Result {
     std::vector<Regret> regrets;
     std::string table_text;               // what was written
     kl_choice_table loaded = {nullptr, 0, nullptr, 0, nullptr, 0};  // read back (kl_choice_table_free)
+    kl_choice_table given = {nullptr, 0, nullptr, 0, nullptr, 0};   // --table's (kl_choice_table_free)
 };
 
 inline std::string pick_text(const kl_choice_op &d, int alt, const std::vector<uint32_t> &tun) {
@@ -447,14 +462,17 @@ inline Result run(const std::vector<Op *> &ops, const kl_choice_op *const *ops_l
             die("--only: no operation '" + w + "' (the operations: " + names + ")");
         }
     }
+    const bool has_given = !opt.table.empty();
+    if (has_given) ok(kl_choice_table_load_file(opt.table.c_str(), ops_list, &res.given), "--table");
     size_t total = 0, done = 0;
     for (Op *op : chosen) total += op->num_shapes();
     const auto t0 = std::chrono::steady_clock::now();
     std::printf("tune: %zu shapes over %zu operations, policies", total, chosen.size());
     for (kl_choice_policy p : opt.policies) std::printf(" %s", policy_name(p));
-    std::printf(", %d runs, clock %s; device %s (cc %u.%u, %u SMs, L2 %llu bytes, %u GiB, %u GB/s)\n", opt.runs,
-                clock.name(), table_dev.name, dev.cc_major, dev.cc_minor, dev.sm_count,
+    std::printf(", %d runs, %d rounds, clock %s; device %s (cc %u.%u, %u SMs, L2 %llu bytes, %u GiB, %u GB/s)\n", opt.runs,
+                opt.rounds, clock.name(), table_dev.name, dev.cc_major, dev.cc_minor, dev.sm_count,
                 static_cast<unsigned long long>(dev.l2_bytes), kl_choice_mem_gib(dev.mem_bytes), dev.mem_bandwidth_gbs);
+    if (has_given) std::printf("tune: --table %s: %zu rows\n", opt.table.c_str(), res.given.num_rows);
     std::fflush(stdout);
 
     // The table: the best of each (shape, policy, alternative) timed so far,
@@ -544,10 +562,11 @@ inline Result run(const std::vector<Op *> &ops, const kl_choice_op *const *ops_l
                 for (const auto &c : cands)
                     if (applies(op, dev, si, a, c)) trials.push_back({a, c});
             }
-            // The rule's pick and the compiled-in table's (every handle
-            // passed) are timed in full: their regrets need their times.
+            // The rule's pick, the compiled-in table's (every handle passed)
+            // and --table's are timed in full: their regrets need their times.
             for (kl_choice_policy p : opt.policies)
-                for (const kl_choice_table *from : {rule_only(), static_cast<const kl_choice_table *>(nullptr)}) {
+                for (const kl_choice_table *from : {rule_only(), static_cast<const kl_choice_table *>(nullptr),
+                                                    has_given ? &res.given : rule_only()}) {
                     const Pick rp = op.choose(from, p, dev, all_kernels(d));
                     if (rp.alternative < 0) continue;
                     const auto pick = std::make_pair(static_cast<uint32_t>(rp.alternative), rp.tunables);
@@ -598,15 +617,31 @@ inline Result run(const std::vector<Op *> &ops, const kl_choice_op *const *ops_l
                 for (size_t r = 0; r < est.size(); r++)
                     if (r < 2 || must.count(trials[est[r].second])) full.push_back(trials[est[r].second]);
             }
-            for (const auto &tr : full) {
-                const Trial t = trial_of(tr.first, tr.second);
-                op.before(mem, tr.first, tr.second, clock.stream());
-                for (kl_choice_policy p : opt.policies) {
-                    const double us = clock.time_us(p, t, [&](int run, kl_stream s) { op.launch(tr.first, tr.second, run, s); });
-                    if (us < 0) continue;
-                    res.measures.push_back(Measure{oi, si, p, tr.first, tr.second, us});
+            // Full timing in rounds: each candidate once a round, the order
+            // rotated a place a round, a time the median of its rounds. Timed
+            // one after the other, whichever candidate came first after a run
+            // of heavy launches looked faster: the clock sags (13% at a 600 us
+            // absorbed attention shape, eager against graph of one candidate,
+            // H100, 2026-12-07).
+            std::map<std::pair<size_t, int>, std::vector<double>> samples;  // (index in full, policy)
+            for (int r = 0; r < opt.rounds; r++)
+                for (size_t j = 0; j < full.size(); j++) {
+                    const size_t fi = (j + static_cast<size_t>(r)) % full.size();
+                    const auto &tr = full[fi];
+                    const Trial t = trial_of(tr.first, tr.second);
+                    op.before(mem, tr.first, tr.second, clock.stream());
+                    for (kl_choice_policy p : opt.policies) {
+                        const double us =
+                            clock.time_us(p, t, [&](int run, kl_stream s) { op.launch(tr.first, tr.second, run, s); });
+                        if (us >= 0) samples[{fi, static_cast<int>(p)}].push_back(us);
+                    }
                 }
-            }
+            for (size_t fi = 0; fi < full.size(); fi++)
+                for (kl_choice_policy p : opt.policies) {
+                    auto it = samples.find({fi, static_cast<int>(p)});
+                    if (it == samples.end()) continue;
+                    res.measures.push_back(Measure{oi, si, p, full[fi].first, full[fi].second, median(it->second)});
+                }
             std::fprintf(stderr, "tune:   %zu candidates screened, %zu timed in full\n", screened, full.size());
             mem.sync();
             mem.free_all();
@@ -616,11 +651,15 @@ inline Result run(const std::vector<Op *> &ops, const kl_choice_op *const *ops_l
                 std::string best_s;
                 const Pick rp = op.choose(rule_only(), p, dev, all_kernels(d));
                 const Pick bp = op.choose(nullptr, p, dev, all_kernels(d));
+                const Pick gp = has_given ? op.choose(&res.given, p, dev, all_kernels(d)) : Pick();
+                double given_us = -1;
                 for (const Measure &m : res.measures) {
                     if (m.op != oi || m.shape != si || m.policy != p) continue;
                     if (best < 0 || m.us < best) best = m.us, best_s = pick_text(d, m.alternative, m.tunables);
                     if (static_cast<int>(m.alternative) == rp.alternative && m.tunables == rp.tunables) rule_us = m.us;
                     if (static_cast<int>(m.alternative) == bp.alternative && m.tunables == bp.tunables) built_us = m.us;
+                    if (has_given && static_cast<int>(m.alternative) == gp.alternative && m.tunables == gp.tunables)
+                        given_us = m.us;
                 }
                 if (best < 0) continue;
                 auto timed = [&](double us) {
@@ -632,6 +671,8 @@ inline Result run(const std::vector<Op *> &ops, const kl_choice_op *const *ops_l
                 if (bp.source == KL_CHOICE_BUILTIN)
                     std::printf("; compiled-in %s %s", pick_text(d, bp.alternative, bp.tunables).c_str(),
                                 timed(built_us).c_str());
+                if (has_given)
+                    std::printf("; --table %s %s", pick_text(d, gp.alternative, gp.tunables).c_str(), timed(given_us).c_str());
                 std::printf("\n");
             }
             std::fflush(stdout);
@@ -679,7 +720,9 @@ inline Result run(const std::vector<Op *> &ops, const kl_choice_op *const *ops_l
                 const Pick rp = op.choose(rule_only(), p, dev, all_kernels(d));
                 const Pick bp = op.choose(nullptr, p, dev, all_kernels(d));
                 const Pick tp = op.choose(&res.loaded, p, dev, all_kernels(d));
-                const double ru = time_of(rp), bu = time_of(bp), tu = time_of(tp);
+                const Pick gp = has_given ? op.choose(&res.given, p, dev, all_kernels(d)) : Pick();
+                const double ru = time_of(rp), bu = time_of(bp), tu = time_of(tp), gu = has_given ? time_of(gp) : 0;
+                if (gu < 0) die(std::string(d.name) + " " + op.shape_name(si) + ": --table's pick was not timed");
                 if (ru < 0) die(std::string(d.name) + " " + op.shape_name(si) + ": the rule's pick was not timed");
                 if (bu < 0) die(std::string(d.name) + " " + op.shape_name(si) + ": the compiled-in pick was not timed");
                 if (tu < 0) die(std::string(d.name) + " " + op.shape_name(si) + ": the table's pick was not timed");
@@ -694,19 +737,27 @@ inline Result run(const std::vector<Op *> &ops, const kl_choice_op *const *ops_l
                 rg.builtin_pick.push_back(pick_text(d, bp.alternative, bp.tunables));
                 rg.table_pick.push_back(pick_text(d, tp.alternative, tp.tunables));
                 rg.best_pick.push_back(pick_text(d, static_cast<int>(bm->alternative), bm->tunables));
+                if (has_given) {
+                    rg.given.push_back(gu / b - 1);
+                    rg.given_pick.push_back(pick_text(d, gp.alternative, gp.tunables));
+                    rg.given_cells += gp.source == KL_CHOICE_TABLE;
+                }
             }
             if (rg.shapes.empty()) continue;
-            for (int which = 0; which < 3; which++) {
-                const std::vector<double> &v = which == 0 ? rg.rule : which == 1 ? rg.builtin : rg.table;
-                const std::vector<std::string> &picks = which == 0 ? rg.rule_pick : which == 1 ? rg.builtin_pick : rg.table_pick;
+            for (int which = 0; which < (has_given ? 4 : 3); which++) {
+                const std::vector<double> &v = which == 0 ? rg.rule : which == 1 ? rg.builtin : which == 2 ? rg.table : rg.given;
+                const std::vector<std::string> &picks =
+                    which == 0 ? rg.rule_pick : which == 1 ? rg.builtin_pick : which == 2 ? rg.table_pick : rg.given_pick;
                 const size_t w = static_cast<size_t>(std::max_element(v.begin(), v.end()) - v.begin());
                 size_t misses = 0;
                 for (double x : v) misses += x > 0;
                 std::printf("  %-22s %-6s %-14s %7.2f%% %7.2f%%  %s (%s, best %s); %zu of %zu shapes off the best",
-                            d.name, policy_name(p), which == 0 ? "rule" : which == 1 ? "compiled-in" : "new table",
+                            d.name, policy_name(p),
+                            which == 0 ? "rule" : which == 1 ? "compiled-in" : which == 2 ? "new table" : "--table",
                             100 * median(v), 100 * v[w], rg.shapes[w].c_str(), picks[w].c_str(), rg.best_pick[w].c_str(),
                             misses, v.size());
                 if (which == 1) std::printf("; its table served %zu of %zu", rg.builtin_cells, v.size());
+                if (which == 3) std::printf("; its table served %zu of %zu", rg.given_cells, v.size());
                 std::printf("\n");
             }
             res.regrets.push_back(rg);
@@ -715,7 +766,8 @@ inline Result run(const std::vector<Op *> &ops, const kl_choice_op *const *ops_l
     std::printf("  (rule: kl_<op>_choose with an empty KL_CHOICE_TABLE_ONLY table; compiled-in: without a table,\n"
                 "   kl_choice_builtin_table()'s cell where it has this device's, else the rule: measured in an\n"
                 "   earlier run, so its regret here is the target's; new table: the table just written, at the\n"
-                "   grid's own shapes, 0 by construction)\n");
+                "   grid's own shapes, 0 by construction%s)\n",
+                has_given ? ";\n   --table: the chooser given that table, where it has this device's cell, else compiled-in or rule" : "");
     std::fflush(stdout);
     return res;
 }

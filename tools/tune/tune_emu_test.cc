@@ -17,11 +17,18 @@
 //     table are computed and printed (the table's 0 at its own shapes);
 //   - the compiled-in tables have no cell for the emulator: without a
 //     table the chooser takes the rule.
+//   - full timing runs in rounds: a second run, on a clock that gives each
+//     candidate's k-th time as 1.3, 1.0, 1.1 x the fake time, times every
+//     candidate once a round, rotates the order between rounds, and keeps
+//     the median (1.1 x); given the first run's table (--table), that
+//     table's chooser serves every shape at a regret of 0.
 // Exit 0 when all hold, 1 otherwise (each failure printed).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +46,39 @@ void check(bool cond, const std::string &what) {
         g_failures++;
     }
 }
+
+// The k-th full time of a (candidate, policy): kScale[k % 3] x the fake
+// time, so the median of three rounds is 1.1 x and the first or last round
+// alone is not. Records the order of full timings.
+const double kScale[3] = {1.3, 1.0, 1.1};
+
+class RoundsClock : public tune::Clock {
+  public:
+    explicit RoundsClock(tune::Mem *mem) : fake_(mem) {}
+    double time_us(kl_choice_policy policy, const tune::Trial &t, const tune::Launch &launch) override {
+        fake_.time_us(policy, t, launch);  // launches a candidate once, like the first run
+        const std::string k = key(t);
+        order.push_back({t.op + "|" + t.shape, k + (policy == KL_CHOICE_GRAPH ? "|graph" : "|eager")});
+        const int n = counts[order.back().second]++;
+        return tune::fake_time_us(policy, t) * kScale[n % 3];
+    }
+    double screen_us(const tune::Trial &t, const tune::Launch &launch) override {
+        fake_.time_us(KL_CHOICE_EAGER, t, launch);
+        return tune::fake_time_us(KL_CHOICE_EAGER, t);
+    }
+    kl_stream stream() override { return nullptr; }
+    const char *name() const override { return "fake, scaled by round (not a measurement)"; }
+    static std::string key(const tune::Trial &t) {
+        std::string w = t.op + "|" + t.shape + "|" + std::to_string(t.alternative);
+        for (uint32_t v : t.tunables) w += "," + std::to_string(v);
+        return w;
+    }
+    std::vector<std::pair<std::string, std::string>> order;  // (op|shape, candidate|policy) per full timing
+    std::map<std::string, int> counts;                       // full timings per candidate|policy
+
+  private:
+    tune::FakeClock fake_;
+};
 
 // The emulator's registered host buffers.
 class EmuMem : public tune::Mem {
@@ -246,6 +286,59 @@ int main() {
         for (double x : rg.table) check(x == 0.0, rg.op + ": the new table's regret at its own shapes is 0");
         for (double x : rg.rule) check(x >= 0.0, rg.op + ": a regret is not negative");
         check(rg.builtin == rg.rule && rg.builtin_cells == 0, rg.op + ": no compiled-in cell for the emulator");
+    }
+
+    // Rounds, and --table: a second run given the first run's table.
+    {
+        tune::Options o2 = opt;
+        o2.out = std::string(tmp ? tmp : "/tmp") + "/tune_emu_rounds.choices";
+        o2.rounds = 3;
+        o2.table = opt.out;
+        RoundsClock rc(&mem);
+        tune::Result r2 = tune::run(ops, tune::all_operations(), dev, td, mem, rc, o2);
+        check(!rc.counts.empty(), "the rounds run timed something in full");
+        for (const auto &kv : rc.counts)
+            check(kv.second == o2.rounds, kv.first + ": timed in full " + std::to_string(kv.second) + " times, not once a round");
+        for (const tune::Measure &m : r2.measures) {
+            const kl_choice_op &d = ops[m.op]->desc();
+            ops[m.op]->set_shape(m.shape);
+            const double f = tune::fake_time_us(m.policy, tune::Trial{d.name, ops[m.op]->shape_name(m.shape),
+                                                                      ops[m.op]->keys(m.shape), m.alternative, m.tunables});
+            check(m.us == f * kScale[2], std::string(d.name) + " " + ops[m.op]->shape_name(m.shape) +
+                                             ": a time is not the median of its rounds (" + std::to_string(m.us) +
+                                             " us, fake " + std::to_string(f) + " us)");
+        }
+        // Per shape: the rounds' orders hold the same timings, and where a
+        // shape has two candidates or more, round 1 starts elsewhere than round 0.
+        std::map<std::string, std::vector<std::string>> per_shape;
+        for (const auto &e : rc.order) per_shape[e.first].push_back(e.second);
+        size_t rotated = 0;
+        for (const auto &kv : per_shape) {
+            const std::vector<std::string> &v = kv.second;
+            check(v.size() % 3 == 0, kv.first + ": the full timings do not split into three rounds");
+            const size_t n = v.size() / 3;
+            std::vector<std::string> r0(v.begin(), v.begin() + n), r1(v.begin() + n, v.begin() + 2 * n);
+            std::vector<std::string> s0 = r0, s1 = r1;
+            std::sort(s0.begin(), s0.end());
+            std::sort(s1.begin(), s1.end());
+            check(s0 == s1, kv.first + ": round 1 timed other candidates than round 0");
+            std::set<std::string> cands;
+            for (const std::string &x : r0) cands.insert(x.substr(0, x.rfind('|')));
+            if (cands.size() >= 2) {
+                check(r0[0] != r1[0], kv.first + ": round 1 starts with round 0's first candidate");
+                rotated++;
+            }
+        }
+        check(rotated > 0, "some shape had two candidates timed in full");
+        check(r2.regrets.size() == res.regrets.size(), "the rounds run has a regret for every operation and policy");
+        for (const tune::Regret &rg : r2.regrets) {
+            check(rg.given.size() == rg.shapes.size() && rg.given_cells == rg.shapes.size(),
+                  rg.op + ": --table's table served " + std::to_string(rg.given_cells) + " of " +
+                      std::to_string(rg.shapes.size()) + " shapes");
+            for (double x : rg.given) check(x == 0.0, rg.op + ": --table's regret is not 0 where its times keep their order");
+        }
+        kl_choice_table_free(&r2.loaded);
+        kl_choice_table_free(&r2.given);
     }
 
     kl_choice_table_free(&t);

@@ -1,20 +1,23 @@
 // tune: times every alternative of the specs' operations on the present GPU
 // and writes a choice table for it (issue 45; tools/tune/tune.h says how).
 //
-//   tune [--out FILE] [--policies eager,graph] [--runs N] [--only OP[,OP...]] [--quick] [--exhaustive]
-//        [--device-id ID]
+//   tune [--out FILE] [--policies eager,graph] [--runs N] [--rounds N] [--table FILE]
+//        [--only OP[,OP...]] [--quick] [--exhaustive] [--device-id ID]
 //
 // On the GPU machine, from the repository root, after tools/gpu/stage.sh
 // (it stages this cc_binary, tagged gpu, as .gpu/tools/tune/tune):
 //   bash tools/tune/run.sh       (this program on the default grid; the
 //                                 table and the log in $OUT/tune/;
-//                                 tools/tune/builtin.py compiles tables in)
+//                                 //tools/tune:builtin compiles tables in)
 //
-// Timing: every launch on one stream of this program's own. eager: CUDA
-// events around each launch, queued back to back, the median of N (default
-// 16) after 2 warm-up launches; graph: one launch outside the capture, N
-// launches captured into one CUDA graph, replayed once to warm up, then 5
-// replays between events: the median replay / N. Before the first shape,
+// Timing: every launch on one stream of this program's own. A candidate
+// timed in full is timed once a round (--rounds, default 3; the order of a
+// shape's candidates rotated a place a round) and its time is the median
+// of its rounds. A round's eager: CUDA events around each launch, queued
+// back to back, the median of N (--runs, default 16) after 2 warm-up
+// launches; a round's graph: one launch outside the capture, N launches
+// captured into one CUDA graph, replayed once to warm up, then 2 replays
+// between events: their median / N. Before the first shape,
 // 1.5 s of memsets bring the clocks up. Screening (unless
 // --exhaustive): of an alternative's tunable candidates, each is first
 // timed eager over 3 launches (after 1), and only the two fastest of them
@@ -52,11 +55,13 @@
 namespace {
 
 const char kUsage[] =
-    "usage: tune [--out FILE] [--policies eager,graph] [--runs N] [--only OP[,OP...]] [--quick] [--exhaustive]\n"
-    "            [--device-id ID]\n"
+    "usage: tune [--out FILE] [--policies eager,graph] [--runs N] [--rounds N] [--table FILE]\n"
+    "            [--only OP[,OP...]] [--quick] [--exhaustive] [--device-id ID]\n"
     "  --out FILE        write the choice table (klaunch-choices 1) to FILE\n"
     "  --policies LIST   eager, graph or both (default both)\n"
-    "  --runs N          launches a time is the median of (eager) or a graph holds (graph); default 8\n"
+    "  --runs N          launches a round's time is the median of (eager) or its graph holds (graph); default 16\n"
+    "  --rounds N        rounds of full timing, a time the median of its rounds; default 3\n"
+    "  --table FILE      also print the regret of the chooser given this table (klaunch-choices 1)\n"
     "  --only OPS        only these operations (paged_decode_gqa_bf16, paged_decode_gqa_fp8,\n"
     "                    mla_decode_attn_bf16, mla_decode_attn_fp8, mla_absorbed_attention, grouped_gemm)\n"
     "  --quick           a few shapes an operation, fewer candidates: a smoke run\n"
@@ -153,7 +158,7 @@ class GpuClock : public tune::Clock {
         for (int i = 0; i < runs_; i++) launch(i, stream_);
         cu(g_x.end_capture(stream_, &graph), "cuStreamEndCapture");
         cu(g_x.instantiate(&exec, graph, 0), "cuGraphInstantiateWithFlags");
-        const double us = median_us([&](int) { cu(g_x.graph_launch(exec, stream_), "cuGraphLaunch"); }, 5, 1, stream_);
+        const double us = median_us([&](int) { cu(g_x.graph_launch(exec, stream_), "cuGraphLaunch"); }, 2, 1, stream_);
         g_x.exec_destroy(exec);
         g_x.graph_destroy(graph);
         return us / runs_;
