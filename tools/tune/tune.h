@@ -289,23 +289,23 @@ inline Options parse_options(int argc, char **argv, const char *usage,
             if (i + 1 >= argc) bad(a + " needs a value");
             return argv[++i];
         };
+        auto count = [&](long lo, long hi) -> int {
+            const std::string v = value();
+            char *end = nullptr;
+            const long n = std::strtol(v.c_str(), &end, 10);
+            if (v.empty() || *end != '\0' || n < lo || n > hi)
+                bad(a + ": a count of " + std::to_string(lo) + " to " + std::to_string(hi) + ", not '" + v + "'");
+            return static_cast<int>(n);
+        };
         if (a == "--help" || a == "-h") {
             std::fputs(usage, stdout);
             std::exit(0);
         } else if (a == "--out") {
             o.out = value();
         } else if (a == "--runs") {
-            const std::string v = value();
-            char *end = nullptr;
-            const long n = std::strtol(v.c_str(), &end, 10);
-            if (v.empty() || *end != '\0' || n < 1 || n > 10000) bad("--runs: a count of 1 to 10000, not '" + v + "'");
-            o.runs = static_cast<int>(n);
+            o.runs = count(1, 10000);
         } else if (a == "--rounds") {
-            const std::string v = value();
-            char *end = nullptr;
-            const long n = std::strtol(v.c_str(), &end, 10);
-            if (v.empty() || *end != '\0' || n < 1 || n > 100) bad("--rounds: a count of 1 to 100, not '" + v + "'");
-            o.rounds = static_cast<int>(n);
+            o.rounds = count(1, 100);
         } else if (a == "--table") {
             o.table = value();
         } else if (a == "--policies") {
