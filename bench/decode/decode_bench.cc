@@ -151,12 +151,9 @@ void init_decode_driver() {
     g_stream_destroy = symbol<StreamDestroyFn>("cuStreamDestroy_v2", "cuStreamDestroy");
 }
 
-uint32_t sm_count() {
-    int v = 0;
-    cu(g_cuda.api.device_get_attribute(&v, 16 /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */, g_cuda.device),
-       "cuDeviceGetAttribute");
-    return static_cast<uint32_t>(v);
-}
+// The device as the chooser's tables key it (klaunch/choose.h, KEY), so
+// that the compiled-in table's rows for this card match here; once in main().
+kl_device g_dev;
 
 // ---- timing ------------------------------------------------------------------------
 
@@ -517,7 +514,7 @@ void launch_bulk_persist(const Problem &p, int run, uint32_t ctas, bool maps = f
 }
 
 uint32_t rule(const Problem &p) {
-    return kl_paged_decode_num_splits(p.shape.num_seqs, kNkv, p.shape.seq_len, p.shape.window, kBs, sm_count());
+    return kl_paged_decode_num_splits(p.shape.num_seqs, kNkv, p.shape.seq_len, p.shape.window, kBs, g_dev.sm_count);
 }
 
 // What a caller following the header runs: the seed launcher at one split.
@@ -663,10 +660,6 @@ double gbps(uint64_t bytes, double us) { return bytes / (us * 1e3); }
 
 // ---- the project's choice ----------------------------------------------------------
 
-// The device as the chooser's tables key it (klaunch/choose.h, KEY), so
-// that the compiled-in table's rows for this card match here; once in main().
-kl_device g_dev;
-
 // What kl_paged_decode_gqa_{bf16,fp8}_choose takes for a shape of this
 // program, as a caller would ask: no table (the compiled-in one where it
 // has this card, else the rule), eager (this program times launches one by
@@ -767,7 +760,7 @@ void trace_timelines(const char *path) {
         void *ev0, *ev1;
         cu(g_drv.event_create(&ev0, 0), "cuEventCreate");
         cu(g_drv.event_create(&ev1, 0), "cuEventCreate");
-        const uint32_t sms = sm_count();
+        const uint32_t sms = g_dev.sm_count;
         struct Case {
             const char *key;
             Shape shape;
@@ -902,7 +895,7 @@ void ab_compare(const char *path) {
     }
     std::printf("ab        copy %.1f GB/s; A = this build, B = %s\n", copy_gbps, path);
     json_num("ab_copy_gbps", copy_gbps);
-    const uint32_t sms = sm_count();
+    const uint32_t sms = g_dev.sm_count;
     struct Case {
         const char *key;
         Shape shape;
@@ -977,8 +970,8 @@ int main(int argc, char **argv) {
     init_decode_driver();
     char name[256] = "?";
     kl_cuda_device_name(&g_cuda, name, sizeof name);
-    const uint32_t sms = sm_count();
     ok(kl_cuda_device_describe(&g_cuda, &g_dev), "kl_cuda_device_describe");
+    const uint32_t sms = g_dev.sm_count;
     std::printf("decode_bench on %s (%u SMs), median of %d runs after %d warm-up, KV sets rotated, block tables %s\n",
                 name, sms, g_runs, kWarmup, g_tables_in_order ? "in order" : "shuffled");
     json_str("device", name);

@@ -167,9 +167,9 @@ kl_status kl_cuda_device_describe(kl_cuda_backend *cb, kl_device *out) {
     static const struct {
         int attr;
         const char *name;
-    } q[6] = {{75, "COMPUTE_CAPABILITY_MAJOR"}, {76, "COMPUTE_CAPABILITY_MINOR"}, {16, "MULTIPROCESSOR_COUNT"},
-              {38, "L2_CACHE_SIZE"},            {36, "MEMORY_CLOCK_RATE"},        {37, "GLOBAL_MEMORY_BUS_WIDTH"}};
-    int v[6];
+    } q[4] = {{16, "MULTIPROCESSOR_COUNT"}, {38, "L2_CACHE_SIZE"}, {36, "MEMORY_CLOCK_RATE"},
+              {37, "GLOBAL_MEMORY_BUS_WIDTH"}}; /* the compute capability: read by kl_cuda_backend_init */
+    int v[4];
     size_t i, mem = 0;
     total_mem_fn total_mem;
     void *sym;
@@ -179,7 +179,7 @@ kl_status kl_cuda_device_describe(kl_cuda_backend *cb, kl_device *out) {
     memset(out, 0, sizeof *out);
     st = kl__cuda_enter(cb, "kl_cuda_device_describe");
     if (st != KL_SUCCESS) return st;
-    for (i = 0; i < 6; i++) {
+    for (i = 0; i < 4; i++) {
         v[i] = 0;
         r = cb->api.device_get_attribute(&v[i], q[i].attr, cb->device);
         if (r != KL__CUDA_SUCCESS || v[i] < 0) {
@@ -200,12 +200,12 @@ kl_status kl_cuda_device_describe(kl_cuda_backend *cb, kl_device *out) {
     if (r != KL__CUDA_SUCCESS)
         return kl__cuda_fail(cb, KL_ERROR_DRIVER, r, "kl_cuda_device_describe(device %d): cuDeviceTotalMem_v2",
                              cb->ordinal);
-    out->cc_major = (uint32_t)v[0];
-    out->cc_minor = (uint32_t)v[1];
-    out->sm_count = (uint32_t)v[2];
-    out->l2_bytes = (uint64_t)v[3];
+    out->cc_major = (uint32_t)cb->cc_major;
+    out->cc_minor = (uint32_t)cb->cc_minor;
+    out->sm_count = (uint32_t)v[0];
+    out->l2_bytes = (uint64_t)v[1];
     out->mem_bytes = (uint64_t)mem;
-    out->mem_bandwidth_gbs = (uint32_t)(2.0 * v[4] * 1e3 * v[5] / 8.0 / 1e9 + 0.5);
+    out->mem_bandwidth_gbs = (uint32_t)(2.0 * v[2] * 1e3 * v[3] / 8.0 / 1e9 + 0.5);
     return KL_SUCCESS;
 }
 

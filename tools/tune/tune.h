@@ -564,9 +564,10 @@ inline Result run(const std::vector<Op *> &ops, const kl_choice_op *const *ops_l
             }
             // The rule's pick, the compiled-in table's (every handle passed)
             // and --table's are timed in full: their regrets need their times.
+            std::vector<const kl_choice_table *> judged = {rule_only(), nullptr};
+            if (has_given) judged.push_back(&res.given);
             for (kl_choice_policy p : opt.policies)
-                for (const kl_choice_table *from : {rule_only(), static_cast<const kl_choice_table *>(nullptr),
-                                                    has_given ? &res.given : rule_only()}) {
+                for (const kl_choice_table *from : judged) {
                     const Pick rp = op.choose(from, p, dev, all_kernels(d));
                     if (rp.alternative < 0) continue;
                     const auto pick = std::make_pair(static_cast<uint32_t>(rp.alternative), rp.tunables);
